@@ -1,0 +1,167 @@
+//! The one error type of brisk.
+//!
+//! Every failure a caller or an operator can see is an [`RpcError`]: a transport
+//! failure, a timeout, an answer the server sent back, a bad frame or a bad config.
+//! Each message says what failed, where, and what to do about it, because an RPC
+//! error is usually read by someone who did not write the code that produced it.
+//!
+//! `RpcError` is `Clone`: when a connection breaks, the same error is handed to every
+//! call that was pending on it.
+
+use std::time::Duration;
+
+/// Everything that can go wrong in a brisk call, on either side.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RpcError {
+    /// TCP connect failed (refused, unreachable...).
+    #[error("connect to {addr} failed: {reason} (is a brisk server listening there? check the address)")]
+    Connect { addr: String, reason: String },
+
+    /// TCP connect did not complete within `connect_timeout`.
+    #[error("connect to {addr} timed out after {timeout:?} (raise connect_timeout or check the network)")]
+    ConnectTimeout { addr: String, timeout: Duration },
+
+    /// The connection broke (peer closed, reset, I/O error, idle timeout) while the call was pending.
+    #[error("connection to {peer} closed: {reason}; the call was not answered")]
+    ConnectionClosed { peer: String, reason: String },
+
+    /// Writing the request frame to the socket failed.
+    #[error("write to {peer} failed: {reason}")]
+    Write { peer: String, reason: String },
+
+    /// `WriteMode::Sync`: the frame was not flushed within the call's timeout.
+    #[error("write to {peer} did not complete within {timeout:?} (the socket is backed up; the server may be stalled)")]
+    WriteTimeout { peer: String, timeout: Duration },
+
+    /// No response within the call's timeout. The pending entry has been freed.
+    #[error("call {service}.{method} timed out after {timeout:?} (raise the timeout per call, per method or in the config)")]
+    Timeout {
+        service: String,
+        method: String,
+        timeout: Duration,
+    },
+
+    /// The server's worker pool queue was full; the request was rejected without running.
+    #[error("server busy: {0} (the worker pool queue is full; retry later, or raise queue_size / max_threads)")]
+    ServerBusy(String),
+
+    /// The server has no service with this name.
+    #[error("unknown service `{0}` (check the service name and that the server registered it)")]
+    UnknownService(String),
+
+    /// The service exists but has no method with this name.
+    #[error("unknown method `{method}` on service `{service}`")]
+    UnknownMethod { service: String, method: String },
+
+    /// The frame names a serializer id that this side does not implement.
+    #[error("unknown serializer id {0} (supported: 1 = msgpack, 2 = protobuf, 3 = json)")]
+    UnknownSerializer(u8),
+
+    /// A frame announced a size above `max_frame_size`; nothing was allocated for it.
+    #[error("frame of {size} bytes exceeds max_frame_size {max} (raise max_frame_size on both sides if this is legitimate)")]
+    FrameTooLarge { size: u64, max: u64 },
+
+    /// Bytes on the wire that are not a valid brisk frame.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+
+    /// A value could not be encoded with the chosen serializer.
+    #[error("serialize failed ({serializer}): {reason}")]
+    Serialize { serializer: &'static str, reason: String },
+
+    /// Bytes could not be decoded into the expected type with the chosen serializer.
+    #[error("deserialize failed ({serializer}): {reason} (do client and server agree on the method's types?)")]
+    Deserialize { serializer: &'static str, reason: String },
+
+    /// The handler ran and returned an error; its message is carried back verbatim.
+    #[error("handler error: {0}")]
+    Handler(String),
+
+    /// The server rejected the call because it is shutting down.
+    #[error("server is shutting down; retry against another server")]
+    ShuttingDown,
+
+    /// The call was rejected by an authentication interceptor.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+
+    /// The client (or its pool) has been closed.
+    #[error("client closed: {0}")]
+    Closed(String),
+
+    /// A configuration value is invalid. `key` is the config key as written in the file.
+    #[error("invalid config value for `{key}`: {reason}")]
+    Config { key: String, reason: String },
+
+    /// Any other I/O failure, with where it happened.
+    #[error("i/o error {context}: {reason}")]
+    Io { context: String, reason: String },
+}
+
+impl RpcError {
+    /// True when the failure happened in the transport before the server could have
+    /// run the call (or the connection died): these, and only these, are retried
+    /// under `max_try_count`. Handler errors, timeouts and busy answers are not.
+    pub fn is_transport(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Connect { .. }
+                | RpcError::ConnectTimeout { .. }
+                | RpcError::ConnectionClosed { .. }
+                | RpcError::Write { .. }
+        )
+    }
+
+    /// Shorthand for an [`RpcError::Config`].
+    pub fn config(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        RpcError::Config {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for an [`RpcError::Io`].
+    pub fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
+        RpcError::Io {
+            context: context.into(),
+            reason: err.to_string(),
+        }
+    }
+}
+
+/// `Result` with [`RpcError`].
+pub type Result<T, E = RpcError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_transport_failures_are_retryable() {
+        let closed = RpcError::ConnectionClosed {
+            peer: "127.0.0.1:1".into(),
+            reason: "reset".into(),
+        };
+        assert!(closed.is_transport());
+        assert!(!RpcError::Handler("boom".into()).is_transport());
+        assert!(!RpcError::ServerBusy("full".into()).is_transport());
+        assert!(!RpcError::Timeout {
+            service: "s".into(),
+            method: "m".into(),
+            timeout: Duration::from_millis(1)
+        }
+        .is_transport());
+    }
+
+    #[test]
+    fn messages_name_the_key_and_the_fix() {
+        let e = RpcError::config("client.connections", "must be at least 1");
+        assert_eq!(
+            e.to_string(),
+            "invalid config value for `client.connections`: must be at least 1"
+        );
+        let e = RpcError::FrameTooLarge { size: 10, max: 5 };
+        assert!(e.to_string().contains("max_frame_size"));
+    }
+}
