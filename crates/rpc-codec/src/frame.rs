@@ -1,0 +1,421 @@
+//! Frames: the unit brisk puts on the wire.
+//!
+//! A decoded [`Frame`] borrows nothing and copies nothing: its meta section and body
+//! are `Bytes` slices of the connection's read buffer. An outgoing [`OutFrame`] owns
+//! its pieces (static names cost no allocation) and knows its encoded length before
+//! it is written, so the transport can size its write buffer exactly.
+//!
+//! Errors travel as a response frame with a non-zero [`Status`] and a small UTF-8
+//! body; [`Status::encode_error`] and [`Status::decode_error`] turn an [`RpcError`]
+//! into that pair and back, so the caller sees the same error variant the server
+//! produced (for the variants that can cross the wire).
+
+use std::borrow::Cow;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use rpc_core::{Metadata, RpcError};
+
+/// First two bytes of every frame.
+pub const MAGIC: [u8; 2] = [0xB5, 0x1C];
+/// Wire version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Size of the fixed header.
+pub const HEADER_LEN: usize = 28;
+
+/// Flag bit: the caller expects no response.
+pub const FLAG_ONE_WAY: u8 = 0b0000_0001;
+
+/// What a frame is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// A call: service, method, metadata and serialized arguments.
+    Request = 1,
+    /// The answer to the request with the same id.
+    Response = 2,
+    /// Heartbeat probe; the peer answers with `Pong` and the same id.
+    Ping = 3,
+    /// Heartbeat answer.
+    Pong = 4,
+    /// The caller gave up on the request with this id (timeout); the server may drop it.
+    Cancel = 5,
+}
+
+impl FrameKind {
+    /// Parses the kind byte.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => FrameKind::Request,
+            2 => FrameKind::Response,
+            3 => FrameKind::Ping,
+            4 => FrameKind::Pong,
+            5 => FrameKind::Cancel,
+            _ => return None,
+        })
+    }
+}
+
+/// Outcome of a call as carried in a response's status byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Status {
+    Ok = 0,
+    /// The handler returned an error; the body is its message.
+    HandlerError = 1,
+    /// Worker pool full; the request never ran.
+    ServerBusy = 2,
+    UnknownService = 3,
+    UnknownMethod = 4,
+    UnknownSerializer = 5,
+    /// The arguments could not be decoded.
+    BadRequest = 6,
+    /// The server gave up on the call (its deadline passed).
+    Timeout = 7,
+    ShuttingDown = 8,
+    Unauthenticated = 9,
+    FrameTooLarge = 10,
+    /// Any status byte this version does not know.
+    Internal = 255,
+}
+
+impl Status {
+    /// Parses the status byte; unknown values become [`Status::Internal`].
+    pub fn from_u8(v: u8) -> Self {
+        match v {
+            0 => Status::Ok,
+            1 => Status::HandlerError,
+            2 => Status::ServerBusy,
+            3 => Status::UnknownService,
+            4 => Status::UnknownMethod,
+            5 => Status::UnknownSerializer,
+            6 => Status::BadRequest,
+            7 => Status::Timeout,
+            8 => Status::ShuttingDown,
+            9 => Status::Unauthenticated,
+            10 => Status::FrameTooLarge,
+            _ => Status::Internal,
+        }
+    }
+
+    /// The status and the body to send for an error a handler or the server produced.
+    pub fn encode_error(err: &RpcError) -> (Status, String) {
+        match err {
+            RpcError::Handler(m) => (Status::HandlerError, m.clone()),
+            RpcError::ServerBusy(m) => (Status::ServerBusy, m.clone()),
+            RpcError::UnknownService(s) => (Status::UnknownService, s.clone()),
+            RpcError::UnknownMethod { service, method } => {
+                (Status::UnknownMethod, format!("{service}/{method}"))
+            }
+            RpcError::UnknownSerializer(id) => (Status::UnknownSerializer, id.to_string()),
+            RpcError::Deserialize { reason, .. } => (Status::BadRequest, reason.clone()),
+            RpcError::Timeout { timeout, .. } => {
+                (Status::Timeout, timeout.as_millis().to_string())
+            }
+            RpcError::ShuttingDown => (Status::ShuttingDown, String::new()),
+            RpcError::Unauthenticated(m) => (Status::Unauthenticated, m.clone()),
+            RpcError::FrameTooLarge { size, max } => {
+                (Status::FrameTooLarge, format!("{size}/{max}"))
+            }
+            other => (Status::HandlerError, other.to_string()),
+        }
+    }
+
+    /// Rebuilds the error a server sent. `service`/`method` name the call for context.
+    pub fn decode_error(self, body: &[u8], service: &str, method: &str) -> RpcError {
+        let text = String::from_utf8_lossy(body).into_owned();
+        match self {
+            Status::Ok | Status::HandlerError => RpcError::Handler(text),
+            Status::ServerBusy => RpcError::ServerBusy(text),
+            Status::UnknownService => RpcError::UnknownService(text),
+            Status::UnknownMethod => RpcError::UnknownMethod {
+                service: service.to_owned(),
+                method: method.to_owned(),
+            },
+            Status::UnknownSerializer => RpcError::UnknownSerializer(text.parse().unwrap_or(0)),
+            Status::BadRequest => RpcError::Deserialize {
+                serializer: "server",
+                reason: text,
+            },
+            Status::Timeout => RpcError::Timeout {
+                service: service.to_owned(),
+                method: method.to_owned(),
+                timeout: std::time::Duration::from_millis(text.parse().unwrap_or(0)),
+            },
+            Status::ShuttingDown => RpcError::ShuttingDown,
+            Status::Unauthenticated => RpcError::Unauthenticated(text),
+            Status::FrameTooLarge => {
+                let mut it = text.split('/').map(|p| p.parse::<u64>().unwrap_or(0));
+                RpcError::FrameTooLarge {
+                    size: it.next().unwrap_or(0),
+                    max: it.next().unwrap_or(0),
+                }
+            }
+            Status::Internal => RpcError::Handler(format!("server error: {text}")),
+        }
+    }
+}
+
+/// The fixed 28-byte header, decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub kind: FrameKind,
+    /// Raw serializer id: kept raw so that an unknown id can be answered with an error.
+    pub serializer: u8,
+    pub flags: u8,
+    /// Raw status byte; see [`Status::from_u8`].
+    pub status: u8,
+    pub request_id: u64,
+    pub timeout_ms: u32,
+    pub meta_len: u32,
+    pub body_len: u32,
+}
+
+impl Header {
+    /// Total encoded size of the frame this header announces.
+    pub fn frame_len(&self) -> u64 {
+        HEADER_LEN as u64 + self.meta_len as u64 + self.body_len as u64
+    }
+}
+
+/// The meta section of a request: who is called, with which metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta {
+    service: Bytes,
+    method: Bytes,
+    /// Call metadata (string key/values); empty costs nothing.
+    pub metadata: Metadata,
+}
+
+impl Meta {
+    /// The service name (validated UTF-8 at decode time).
+    pub fn service(&self) -> &str {
+        std::str::from_utf8(&self.service).unwrap_or_default()
+    }
+
+    /// The method name (validated UTF-8 at decode time).
+    pub fn method(&self) -> &str {
+        std::str::from_utf8(&self.method).unwrap_or_default()
+    }
+
+    /// Parses a meta section. Empty input is an empty meta (responses, heartbeats).
+    pub fn parse(mut raw: Bytes) -> Result<Meta, RpcError> {
+        if raw.is_empty() {
+            return Ok(Meta::default());
+        }
+        let service = take_str(&mut raw, 1, "service")?;
+        let method = take_str(&mut raw, 1, "method")?;
+        let count = take_len(&mut raw, 2, "metadata count")?;
+        let mut metadata = Metadata::new();
+        for _ in 0..count {
+            let k = take_str(&mut raw, 2, "metadata key")?;
+            let v = take_str(&mut raw, 2, "metadata value")?;
+            metadata.insert(utf8(&k), utf8(&v));
+        }
+        if !raw.is_empty() {
+            return Err(RpcError::Protocol(format!(
+                "{} trailing bytes after the meta section",
+                raw.len()
+            )));
+        }
+        Ok(Meta {
+            service,
+            method,
+            metadata,
+        })
+    }
+}
+
+fn utf8(b: &Bytes) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn take_len(raw: &mut Bytes, width: usize, what: &str) -> Result<usize, RpcError> {
+    if raw.len() < width {
+        return Err(RpcError::Protocol(format!(
+            "meta section truncated in {what} length"
+        )));
+    }
+    let len = if width == 1 {
+        raw[0] as usize
+    } else {
+        u16::from_be_bytes([raw[0], raw[1]]) as usize
+    };
+    let _ = raw.split_to(width);
+    Ok(len)
+}
+
+fn take_str(raw: &mut Bytes, width: usize, what: &str) -> Result<Bytes, RpcError> {
+    let len = take_len(raw, width, what)?;
+    if raw.len() < len {
+        return Err(RpcError::Protocol(format!(
+            "meta section truncated in {what}: need {len} bytes, have {}",
+            raw.len()
+        )));
+    }
+    let s = raw.split_to(len);
+    if std::str::from_utf8(&s).is_err() {
+        return Err(RpcError::Protocol(format!("{what} is not valid UTF-8")));
+    }
+    Ok(s)
+}
+
+/// A decoded frame: header, meta and body (a zero-copy slice of the read buffer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub header: Header,
+    pub meta: Meta,
+    pub body: Bytes,
+}
+
+impl Frame {
+    /// The response status.
+    pub fn status(&self) -> Status {
+        Status::from_u8(self.header.status)
+    }
+}
+
+/// A frame to be written. Names are `Cow<'static, str>` so a typed client's static
+/// service and method names are never allocated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutFrame {
+    pub kind: FrameKind,
+    pub serializer: u8,
+    pub flags: u8,
+    pub status: Status,
+    pub request_id: u64,
+    pub timeout_ms: u32,
+    pub service: Cow<'static, str>,
+    pub method: Cow<'static, str>,
+    pub metadata: Metadata,
+    pub body: Bytes,
+}
+
+impl OutFrame {
+    /// A request frame.
+    pub fn request(
+        request_id: u64,
+        serializer: u8,
+        service: impl Into<Cow<'static, str>>,
+        method: impl Into<Cow<'static, str>>,
+        body: Bytes,
+    ) -> Self {
+        OutFrame {
+            kind: FrameKind::Request,
+            serializer,
+            flags: 0,
+            status: Status::Ok,
+            request_id,
+            timeout_ms: 0,
+            service: service.into(),
+            method: method.into(),
+            metadata: Metadata::new(),
+            body,
+        }
+    }
+
+    /// A successful response to `request_id`.
+    pub fn response(request_id: u64, serializer: u8, body: Bytes) -> Self {
+        OutFrame {
+            kind: FrameKind::Response,
+            serializer,
+            flags: 0,
+            status: Status::Ok,
+            request_id,
+            timeout_ms: 0,
+            service: Cow::Borrowed(""),
+            method: Cow::Borrowed(""),
+            metadata: Metadata::new(),
+            body,
+        }
+    }
+
+    /// An error response to `request_id` carrying `err`.
+    pub fn error(request_id: u64, serializer: u8, err: &RpcError) -> Self {
+        let (status, msg) = Status::encode_error(err);
+        let mut f = OutFrame::response(request_id, serializer, Bytes::from(msg));
+        f.status = status;
+        f
+    }
+
+    /// A bodiless control frame (ping, pong, cancel).
+    pub fn control(kind: FrameKind, request_id: u64) -> Self {
+        let mut f = OutFrame::response(request_id, 0, Bytes::new());
+        f.kind = kind;
+        f
+    }
+
+    /// Length of the meta section this frame will encode.
+    pub fn meta_len(&self) -> usize {
+        if self.kind != FrameKind::Request {
+            return 0;
+        }
+        let mut n = 1 + self.service.len() + 1 + self.method.len() + 2;
+        for (k, v) in self.metadata.iter() {
+            n += 2 + k.len() + 2 + v.len();
+        }
+        n
+    }
+
+    /// Exact number of bytes [`OutFrame::encode`] appends.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_LEN + self.meta_len() + self.body.len()
+    }
+
+    /// Appends the encoded frame to `dst`, reserving exactly once.
+    /// Fails (writing nothing) when a name or metadata entry is too long for its
+    /// length field, or the frame would exceed `max_frame_size`.
+    pub fn encode(&self, dst: &mut BytesMut, max_frame_size: usize) -> Result<(), RpcError> {
+        let meta_len = self.meta_len();
+        let total = HEADER_LEN + meta_len + self.body.len();
+        if total > max_frame_size || self.body.len() > u32::MAX as usize {
+            return Err(RpcError::FrameTooLarge {
+                size: total as u64,
+                max: max_frame_size as u64,
+            });
+        }
+        if self.kind == FrameKind::Request {
+            if self.service.len() > u8::MAX as usize || self.method.len() > u8::MAX as usize {
+                return Err(RpcError::Protocol(
+                    "service and method names must be at most 255 bytes".into(),
+                ));
+            }
+            if self.metadata.len() > u16::MAX as usize
+                || self
+                    .metadata
+                    .iter()
+                    .any(|(k, v)| k.len() > u16::MAX as usize || v.len() > u16::MAX as usize)
+            {
+                return Err(RpcError::Protocol(
+                    "metadata: at most 65535 entries of keys and values up to 65535 bytes".into(),
+                ));
+            }
+        }
+        dst.reserve(total);
+        dst.put_slice(&MAGIC);
+        dst.put_u8(VERSION);
+        dst.put_u8(self.kind as u8);
+        dst.put_u8(self.serializer);
+        dst.put_u8(self.flags);
+        dst.put_u8(self.status as u8);
+        dst.put_u8(0);
+        dst.put_u64(self.request_id);
+        dst.put_u32(self.timeout_ms);
+        dst.put_u32(meta_len as u32);
+        dst.put_u32(self.body.len() as u32);
+        if self.kind == FrameKind::Request {
+            dst.put_u8(self.service.len() as u8);
+            dst.put_slice(self.service.as_bytes());
+            dst.put_u8(self.method.len() as u8);
+            dst.put_slice(self.method.as_bytes());
+            dst.put_u16(self.metadata.len() as u16);
+            for (k, v) in self.metadata.iter() {
+                dst.put_u16(k.len() as u16);
+                dst.put_slice(k.as_bytes());
+                dst.put_u16(v.len() as u16);
+                dst.put_slice(v.as_bytes());
+            }
+        }
+        dst.put_slice(&self.body);
+        Ok(())
+    }
+}

@@ -1,0 +1,43 @@
+//! # rpc-codec: brisk's wire format and serializers
+//!
+//! This crate owns the bytes: how a call is framed on a TCP stream and how its
+//! arguments and results are serialized. It knows nothing about sockets, tasks,
+//! pools or services — the transport feeds it a buffer and gets frames back.
+//!
+//! ## Frame layout (version 1, all integers big-endian)
+//!
+//! ```text
+//!  offset size field
+//!  0      2    magic        0xB5 0x1C
+//!  2      1    version      1
+//!  3      1    kind         1 request, 2 response, 3 ping, 4 pong, 5 cancel
+//!  4      1    serializer   1 msgpack, 2 protobuf, 3 json
+//!  5      1    flags        bit 0: one-way (no response expected); others reserved, sent as 0
+//!  6      1    status       0 ok; else an error code (responses only, see `Status`)
+//!  7      1    reserved     0
+//!  8      8    request id   u64, unique per connection while the call is pending
+//!  16     4    timeout ms   u32, the caller's remaining budget (0 = none)
+//!  20     4    meta length  u32, bytes of the meta section below
+//!  24     4    body length  u32, bytes of the body
+//!  28     ..   meta         service (u8 len + UTF-8), method (u8 len + UTF-8),
+//!                           metadata count (u16), then per entry key (u16 len + UTF-8)
+//!                           and value (u16 len + UTF-8). Empty (length 0) on responses,
+//!                           pings, pongs and cancels.
+//!  ..     ..   body         serialized arguments (request) or result (response);
+//!                           on an error status, the UTF-8 error message.
+//! ```
+//!
+//! The decoder reads the 28-byte header first and checks `28 + meta + body`
+//! against the configured `max_frame_size` (default 16 MiB) **before** reserving
+//! any memory for the frame, so a hostile length prefix costs nothing. The body is
+//! handed out as a [`bytes::Bytes`] slice of the read buffer: no copy. An
+//! [`OutFrame`] knows its exact encoded size up front, so the encoder reserves once
+//! and the transport writes each frame (or a batch of them) in one go.
+
+pub mod codec;
+pub mod frame;
+pub mod serializer;
+
+pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_SIZE};
+pub use frame::{Frame, FrameKind, Header, Meta, OutFrame, Status, HEADER_LEN, MAGIC, VERSION};
+pub use serializer::{BodyCodec, SerializerKind};

@@ -1,0 +1,143 @@
+//! Loading configuration files.
+//!
+//! Client and server configs are plain serde structs (defined in their crates,
+//! each with a builder and jkrpc's defaults). This module reads them from TOML or
+//! YAML — chosen by the file extension — and turns any mistake into an
+//! [`RpcError::Config`] that names the offending key path (`client.connect_type`),
+//! because "invalid type" without a key is useless in a 200-line file.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use crate::RpcError;
+
+/// File formats a config can be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigFormat {
+    Toml,
+    Yaml,
+}
+
+impl ConfigFormat {
+    /// The format implied by a file name's extension (`.toml`, `.yaml`, `.yml`).
+    pub fn from_path(path: &Path) -> Result<Self, RpcError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => Ok(ConfigFormat::Toml),
+            Some("yaml") | Some("yml") => Ok(ConfigFormat::Yaml),
+            _ => Err(RpcError::config(
+                path.display().to_string(),
+                "config files must end in .toml, .yaml or .yml",
+            )),
+        }
+    }
+}
+
+/// Reads and parses a config file.
+pub fn load_file<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<T, RpcError> {
+    let path = path.as_ref();
+    let format = ConfigFormat::from_path(path)?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        RpcError::config(
+            path.display().to_string(),
+            format!("cannot read the config file: {e}"),
+        )
+    })?;
+    parse_str(&text, format)
+}
+
+/// Parses config text; errors name the key path.
+pub fn parse_str<T: DeserializeOwned>(text: &str, format: ConfigFormat) -> Result<T, RpcError> {
+    match format {
+        ConfigFormat::Toml => {
+            let de = toml::Deserializer::new(text);
+            serde_path_to_error::deserialize(de).map_err(|e| path_error(e.path(), e.inner()))
+        }
+        ConfigFormat::Yaml => {
+            let de = serde_yaml::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(de).map_err(|e| path_error(e.path(), e.inner()))
+        }
+    }
+}
+
+fn path_error(path: &serde_path_to_error::Path, err: &dyn std::fmt::Display) -> RpcError {
+    let key = path.to_string();
+    let key = if key == "." { "(top level)".to_string() } else { key };
+    // The inner message may carry its own position info; keep the first line.
+    let reason = err.to_string();
+    let reason = reason.lines().next().unwrap_or("").trim().to_string();
+    RpcError::config(key, reason)
+}
+
+/// Parses a duration in milliseconds from a config value, rejecting zero where
+/// zero makes no sense.
+pub fn nonzero_ms(key: &str, ms: u64) -> Result<std::time::Duration, RpcError> {
+    if ms == 0 {
+        return Err(RpcError::config(key, "must be greater than 0 ms"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ConnectType;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Outer {
+        client: Inner,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Inner {
+        connect_type: ConnectType,
+        #[serde(default)]
+        connections: usize,
+    }
+
+    #[test]
+    fn toml_and_yaml_parse_the_same_keys() {
+        let t: Outer = parse_str(
+            "[client]\nconnect_type = \"pooled\"\nconnections = 4\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap();
+        assert_eq!(t.client.connect_type, ConnectType::Pooled);
+        let y: Outer = parse_str(
+            "client:\n  connect_type: reused\n  connections: 3\n",
+            ConfigFormat::Yaml,
+        )
+        .unwrap();
+        assert_eq!(y.client.connect_type, ConnectType::Reused);
+        assert_eq!(y.client.connections, 3);
+    }
+
+    #[test]
+    fn a_bad_value_names_its_key() {
+        for (text, fmt) in [
+            ("[client]\nconnect_type = \"bogus\"\n", ConfigFormat::Toml),
+            ("client:\n  connect_type: bogus\n", ConfigFormat::Yaml),
+        ] {
+            let err = parse_str::<Outer>(text, fmt).unwrap_err();
+            match &err {
+                RpcError::Config { key, reason } => {
+                    assert_eq!(key, "client.connect_type", "{err}");
+                    assert!(reason.contains("bogus"), "{err}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let err = parse_str::<Outer>("[client]\nconnect_type=\"fixed\"\nconections=2\n", ConfigFormat::Toml)
+            .unwrap_err();
+        assert!(err.to_string().contains("conections"), "{err}");
+    }
+
+    #[test]
+    fn extension_picks_the_format() {
+        assert_eq!(ConfigFormat::from_path(Path::new("a.yml")).unwrap(), ConfigFormat::Yaml);
+        assert!(ConfigFormat::from_path(Path::new("a.ini")).is_err());
+    }
+}

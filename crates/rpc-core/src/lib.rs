@@ -1,0 +1,35 @@
+//! # rpc-core: the vocabulary every brisk crate shares
+//!
+//! This crate owns the types that cross crate boundaries and nothing that does
+//! I/O: the one error enum [`RpcError`], call [`Metadata`], the
+//! [`SerializerKind`] identity (the encoding itself lives in `rpc-codec`), the
+//! untyped call [`RpcRequest`]/[`RpcResponse`] that interceptors and handlers
+//! see, the [`Interceptor`] middleware abstraction, the [`ServiceHandler`] trait
+//! the `service!` macro implements, the mode enums ([`ConnectType`],
+//! [`WriteMode`], [`Dispatch`]) and the config-file loader.
+//!
+//! It must not know about sockets, tasks or thread pools: those belong to
+//! `rpc-transport`, `rpc-server` and `rpc-client`.
+
+pub mod call;
+pub mod config;
+pub mod error;
+pub mod handler;
+pub mod interceptor;
+pub mod metadata;
+pub mod modes;
+pub mod serializer;
+
+pub use call::{RpcRequest, RpcResponse};
+pub use error::{Result, RpcError};
+pub use handler::ServiceHandler;
+pub use interceptor::{Endpoint, Interceptor, Next};
+pub use metadata::Metadata;
+pub use modes::{ConnectType, Dispatch, WriteMode};
+pub use serializer::SerializerKind;
+
+impl From<std::io::Error> for RpcError {
+    fn from(e: std::io::Error) -> Self {
+        RpcError::io("on socket", &e)
+    }
+}

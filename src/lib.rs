@@ -1,0 +1,1 @@
+//! brisk facade (wired up below as crates land).
