@@ -1,1 +1,32 @@
-//! rpc-transport
+//! # rpc-transport: frames over TCP
+//!
+//! This crate moves frames between two peers and nothing else. It owns:
+//!
+//! - [`FrameReader`]: reads frames through an [`AdaptiveReadBuffer`] that grows
+//!   under load, jumps straight to a large frame's announced size, and shrinks
+//!   when idle (seed 002 traced a throughput dip to a fixed read-buffer strategy);
+//! - [`FrameWriter`]: the single writer task of a connection, which coalesces every
+//!   queued frame into one `write` (flushing when its queue drains, up to a byte
+//!   cap) and acknowledges `WriteMode::Sync` callers once their bytes are out;
+//! - [`Connection`]: the client side of a multiplexed connection — a pending map
+//!   keyed by request id, registered *before* the write, completed by the reader,
+//!   failed all at once when the connection breaks;
+//! - [`heartbeat`]: ping/pong and the idle timeout that closes dead peers.
+//!
+//! It knows nothing of services, handlers, pools or load balancing: `rpc-server`
+//! and `rpc-client` build those on top.
+
+pub mod close;
+pub mod config;
+pub mod connection;
+pub mod heartbeat;
+pub mod read_buffer;
+pub mod reader;
+pub mod writer;
+
+pub use close::CloseSignal;
+pub use config::TransportConfig;
+pub use connection::{connect, Connection};
+pub use read_buffer::AdaptiveReadBuffer;
+pub use reader::FrameReader;
+pub use writer::{FrameWriter, Outbound, WriteAck};

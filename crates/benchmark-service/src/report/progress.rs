@@ -111,7 +111,13 @@ impl ProgressMeter {
 
     /// Takes an observation at monotonic time `now` (wall time `at`) and returns it with
     /// the TPS since the previous one. A counter that went backwards counts as 0 new calls.
-    pub fn sample(&mut self, count: u64, errors: u64, now: Instant, at: SystemTime) -> ProgressSample {
+    pub fn sample(
+        &mut self,
+        count: u64,
+        errors: u64,
+        now: Instant,
+        at: SystemTime,
+    ) -> ProgressSample {
         let elapsed = now.saturating_duration_since(self.last_at).as_secs_f64();
         let delta = count.saturating_sub(self.last_count);
         let tps = if elapsed > 0.0 {
@@ -292,7 +298,9 @@ mod tests {
         assert_eq!(emitted as usize, lines.len());
         assert!(!lines.is_empty());
         assert!(lines[0].starts_with('['));
-        assert!(lines.last().is_some_and(|l| l.contains("count: 500, error: 3, tps: ")));
+        assert!(lines
+            .last()
+            .is_some_and(|l| l.contains("count: 500, error: 3, tps: ")));
     }
 
     #[test]
@@ -300,7 +308,8 @@ mod tests {
         let count = Arc::new(AtomicU64::new(0));
         let errors = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
-        let ticker = ProgressTicker::start_with_sink(count, errors, Duration::from_secs(3600), |_: &str| {});
+        let ticker =
+            ProgressTicker::start_with_sink(count, errors, Duration::from_secs(3600), |_: &str| {});
         drop(ticker);
         assert!(started.elapsed() < Duration::from_secs(5));
     }

@@ -408,7 +408,13 @@ mod tests {
         let s = RoundStats::from_recorder(&r, Duration::ZERO);
         assert_eq!(s.requests, 0);
         for v in [
-            s.tps, s.error_pct, s.avg_ms, s.min_ms, s.max_ms, s.p50_ms, s.p999_ms,
+            s.tps,
+            s.error_pct,
+            s.avg_ms,
+            s.min_ms,
+            s.max_ms,
+            s.p50_ms,
+            s.p999_ms,
         ] {
             assert_eq!(v, 0.0);
         }

@@ -1,0 +1,552 @@
+//! Unit tests for [`WorkerPool`](super::WorkerPool). They never sleep to "let
+//! things happen": they wait on channels / barriers with a bounded timeout, or
+//! poll a condition against a deadline.
+
+use super::*;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Barrier};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn config(kind: QueueKind, core: usize, max: usize, queue_size: usize) -> PoolConfig {
+    PoolConfig {
+        core_threads: core,
+        max_threads: max,
+        queue_size,
+        keep_alive: Duration::from_secs(60),
+        queue: kind,
+        name: format!("test-{kind}"),
+    }
+}
+
+/// Polls `cond` until it holds or `WAIT` passes.
+fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    cond()
+}
+
+/// A gate that blocking tasks wait on, plus a channel reporting that a task
+/// has started.
+struct Gate {
+    started_tx: mpsc::Sender<()>,
+    started_rx: mpsc::Receiver<()>,
+    open_tx: crossbeam_channel::Sender<()>,
+    open_rx: crossbeam_channel::Receiver<()>,
+}
+
+impl Gate {
+    fn new() -> Self {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (open_tx, open_rx) = crossbeam_channel::unbounded();
+        Gate {
+            started_tx,
+            started_rx,
+            open_tx,
+            open_rx,
+        }
+    }
+
+    /// A task that reports it started, then blocks until the gate opens.
+    fn blocker(&self) -> Task {
+        let started = self.started_tx.clone();
+        let open = self.open_rx.clone();
+        Box::new(move || {
+            started.send(()).ok();
+            // Returns on `open()` (disconnect) or after the test's time budget.
+            let _ = open.recv_timeout(WAIT);
+        })
+    }
+
+    fn wait_started(&self, n: usize) {
+        for i in 0..n {
+            self.started_rx
+                .recv_timeout(WAIT)
+                .unwrap_or_else(|_| panic!("only {i} of {n} blockers started"));
+        }
+    }
+
+    fn open(self) {
+        drop(self.open_tx);
+    }
+}
+
+const KINDS: [QueueKind; 2] = [QueueKind::Blocking, QueueKind::Transfer];
+
+#[test]
+fn pool_is_send_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<WorkerPool>();
+    fn assert_send<T: Send>() {}
+    assert_send::<Rejected>();
+}
+
+#[test]
+fn validate_names_the_field() {
+    let base = config(QueueKind::Blocking, 1, 2, 10);
+    assert!(base.validate().is_ok());
+    let bad = [
+        (
+            PoolConfig {
+                max_threads: 0,
+                core_threads: 0,
+                ..base.clone()
+            },
+            "max_threads",
+        ),
+        (
+            PoolConfig {
+                core_threads: 3,
+                ..base.clone()
+            },
+            "core_threads",
+        ),
+        (
+            PoolConfig {
+                queue_size: 0,
+                ..base.clone()
+            },
+            "queue_size",
+        ),
+        (
+            PoolConfig {
+                name: "a\0b".into(),
+                ..base.clone()
+            },
+            "name",
+        ),
+    ];
+    for (cfg, field) in bad {
+        let err = WorkerPool::new(cfg).unwrap_err();
+        assert!(matches!(err, PoolError::InvalidConfig(_)));
+        assert!(err.to_string().contains(field), "{err}");
+    }
+}
+
+#[test]
+fn default_config_is_sane() {
+    let cfg = PoolConfig::default();
+    assert!(cfg.validate().is_ok());
+    assert!(cfg.core_threads >= 1);
+    assert_eq!(cfg.max_threads, cfg.core_threads * 8);
+    assert_eq!(cfg.queue_size, 100_000);
+    assert_eq!(cfg.keep_alive, Duration::from_secs(60));
+    assert_eq!(cfg.queue, QueueKind::Transfer);
+    assert_eq!(cfg.name, "brisk-worker");
+}
+
+#[test]
+fn queue_kind_parses() {
+    assert_eq!("Blocking".parse::<QueueKind>(), Ok(QueueKind::Blocking));
+    assert_eq!("transfer".parse::<QueueKind>(), Ok(QueueKind::Transfer));
+    assert!("linked".parse::<QueueKind>().is_err());
+}
+
+#[test]
+fn core_threads_start_up_front_with_names() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 3, 5, 10)).unwrap();
+        assert_eq!(pool.stats().pool_size, 3);
+        let (tx, rx) = mpsc::channel();
+        pool.execute(move || {
+            tx.send(thread::current().name().map(str::to_owned)).ok();
+        })
+        .unwrap();
+        let name = rx.recv_timeout(WAIT).unwrap().unwrap();
+        assert!(name.starts_with(&format!("test-{kind}-")), "{name}");
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn every_task_runs_exactly_once_under_concurrent_submitters() {
+    const SUBMITTERS: usize = 8;
+    const PER_SUBMITTER: usize = 5_000;
+    const TOTAL: usize = SUBMITTERS * PER_SUBMITTER;
+    for kind in KINDS {
+        let pool = Arc::new(WorkerPool::new(config(kind, 2, 8, TOTAL)).unwrap());
+        let runs: Arc<Vec<AtomicU8>> = Arc::new((0..TOTAL).map(|_| AtomicU8::new(0)).collect());
+        let done = Arc::new(AtomicUsize::new(0));
+        let (done_tx, done_rx) = mpsc::sync_channel(1);
+        let start = Arc::new(Barrier::new(SUBMITTERS));
+        let submitters: Vec<_> = (0..SUBMITTERS)
+            .map(|s| {
+                let (pool, runs, done, done_tx, start) = (
+                    Arc::clone(&pool),
+                    Arc::clone(&runs),
+                    Arc::clone(&done),
+                    done_tx.clone(),
+                    Arc::clone(&start),
+                );
+                thread::spawn(move || {
+                    start.wait();
+                    for i in 0..PER_SUBMITTER {
+                        let (runs, done, done_tx) =
+                            (Arc::clone(&runs), Arc::clone(&done), done_tx.clone());
+                        let idx = s * PER_SUBMITTER + i;
+                        pool.execute(move || {
+                            runs[idx].fetch_add(1, Ordering::Relaxed);
+                            if done.fetch_add(1, Ordering::AcqRel) + 1 == TOTAL {
+                                done_tx.send(()).ok();
+                            }
+                        })
+                        .expect("queue is large enough; nothing may be rejected");
+                    }
+                })
+            })
+            .collect();
+        for s in submitters {
+            s.join().unwrap();
+        }
+        done_rx
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("{kind}: only {} tasks ran", done.load(Ordering::SeqCst)));
+        assert!(runs.iter().all(|r| r.load(Ordering::Relaxed) == 1), "{kind}");
+        assert!(pool.shutdown(WAIT));
+        let stats = pool.stats();
+        assert_eq!(stats.completed, TOTAL as u64, "{kind}");
+        assert_eq!(stats.submitted, 0, "{kind}");
+        assert_eq!(stats.active, 0, "{kind}");
+        assert_eq!(stats.rejected, 0, "{kind}");
+        assert_eq!(stats.pool_size, 0, "{kind}");
+        assert!(stats.largest_pool_size <= 8, "{kind}");
+    }
+}
+
+#[test]
+fn grows_to_max_before_queueing() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, 4, 100)).unwrap();
+        let gate = Gate::new();
+        for n in 1..=4 {
+            pool.submit(gate.blocker()).unwrap();
+            // Growth happens synchronously inside `submit`.
+            assert_eq!(pool.stats().pool_size, n.max(1), "{kind}");
+        }
+        // All four run at once, so none of them waited in the queue.
+        gate.wait_started(4);
+        let stats = pool.stats();
+        assert_eq!(stats.pool_size, 4, "{kind}");
+        assert_eq!(stats.largest_pool_size, 4, "{kind}");
+        assert_eq!(stats.active, 4, "{kind}");
+        assert_eq!(stats.queued, 0, "{kind}");
+        // At max: the fifth task is queued, not given a thread.
+        pool.execute(|| {}).unwrap();
+        let stats = pool.stats();
+        assert_eq!(stats.pool_size, 4, "{kind}");
+        assert_eq!(stats.queued, 1, "{kind}");
+        gate.open();
+        assert!(pool.shutdown(WAIT));
+        assert_eq!(pool.stats().completed, 5, "{kind}");
+    }
+}
+
+#[test]
+fn idle_thread_is_reused_instead_of_growing() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 2, 4, 100)).unwrap();
+        for _ in 0..50 {
+            let (tx, rx) = mpsc::channel();
+            pool.execute(move || {
+                tx.send(()).ok();
+            })
+            .unwrap();
+            rx.recv_timeout(WAIT).unwrap();
+            // Wait for the task to be fully accounted before the next submit.
+            assert!(eventually(|| pool.stats().submitted == 0));
+        }
+        assert_eq!(pool.stats().largest_pool_size, 2, "{kind}");
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn rejects_promptly_when_bound_reached_and_returns_the_task() {
+    const MAX: usize = 2;
+    const QUEUE: usize = 3;
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, MAX, QUEUE)).unwrap();
+        let gate = Gate::new();
+        for _ in 0..MAX {
+            pool.submit(gate.blocker()).unwrap();
+        }
+        gate.wait_started(MAX);
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..QUEUE {
+            let ran = Arc::clone(&ran);
+            pool.execute(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        }
+        assert_eq!(pool.stats().queued, QUEUE, "{kind}");
+
+        let (tx, rx) = mpsc::channel();
+        let started = Instant::now();
+        let rejected = pool
+            .execute(move || {
+                tx.send("mine").ok();
+            })
+            .expect_err("bound reached: must reject");
+        assert!(started.elapsed() < Duration::from_secs(1), "{kind}: submit blocked");
+        assert_eq!(pool.stats().rejected, 1, "{kind}");
+        // It is our task, untouched and runnable by the caller.
+        (rejected.into_task())();
+        assert_eq!(rx.try_recv(), Ok("mine"));
+
+        gate.open();
+        assert!(pool.shutdown(WAIT));
+        assert_eq!(ran.load(Ordering::SeqCst), QUEUE, "{kind}");
+        let stats = pool.stats();
+        assert_eq!(stats.completed, (MAX + QUEUE) as u64, "{kind}");
+        assert_eq!(stats.submitted, 0, "{kind}");
+    }
+}
+
+#[test]
+fn extra_threads_retire_after_keep_alive() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(PoolConfig {
+            keep_alive: Duration::from_millis(50),
+            ..config(kind, 1, 3, 10)
+        })
+        .unwrap();
+        let gate = Gate::new();
+        for _ in 0..3 {
+            pool.submit(gate.blocker()).unwrap();
+        }
+        gate.wait_started(3);
+        assert_eq!(pool.stats().pool_size, 3, "{kind}");
+        gate.open();
+        assert!(
+            eventually(|| pool.stats().pool_size == 1),
+            "{kind}: {:?}",
+            pool.stats()
+        );
+        assert_eq!(pool.stats().largest_pool_size, 3, "{kind}");
+        // The surviving core thread still works.
+        let (tx, rx) = mpsc::channel();
+        pool.execute(move || {
+            tx.send(()).ok();
+        })
+        .unwrap();
+        rx.recv_timeout(WAIT).unwrap();
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn zero_core_pool_retires_to_zero_and_regrows() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(PoolConfig {
+            keep_alive: Duration::from_millis(20),
+            ..config(kind, 0, 2, 10)
+        })
+        .unwrap();
+        assert_eq!(pool.stats().pool_size, 0);
+        for round in 0..3 {
+            let (tx, rx) = mpsc::channel();
+            for _ in 0..4 {
+                let tx = tx.clone();
+                pool.execute(move || {
+                    tx.send(()).ok();
+                })
+                .unwrap();
+            }
+            for _ in 0..4 {
+                rx.recv_timeout(WAIT)
+                    .unwrap_or_else(|_| panic!("{kind} round {round}: task lost"));
+            }
+            assert!(eventually(|| pool.stats().pool_size == 0), "{kind}");
+        }
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn panicking_task_does_not_kill_the_pool() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, 1, 10)).unwrap();
+        for _ in 0..3 {
+            pool.execute(|| panic!("boom (expected by test)")).unwrap();
+        }
+        let (tx, rx) = mpsc::channel();
+        pool.execute(move || {
+            tx.send(thread::current().id()).ok();
+        })
+        .unwrap();
+        rx.recv_timeout(WAIT).unwrap();
+        assert!(eventually(|| pool.stats().completed == 4), "{kind}");
+        let stats = pool.stats();
+        assert_eq!(stats.pool_size, 1, "{kind}");
+        assert_eq!(stats.largest_pool_size, 1, "{kind}");
+        assert_eq!(stats.submitted, 0, "{kind}");
+        assert_eq!(stats.active, 0, "{kind}");
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn shutdown_drains_queued_tasks_and_rejects_new_ones() {
+    const QUEUED: usize = 50;
+    for kind in KINDS {
+        let pool = Arc::new(WorkerPool::new(config(kind, 1, 1, 100)).unwrap());
+        let gate = Gate::new();
+        pool.submit(gate.blocker()).unwrap();
+        gate.wait_started(1);
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..QUEUED {
+            let ran = Arc::clone(&ran);
+            pool.execute(move || {
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+            .unwrap();
+        }
+        assert_eq!(pool.stats().queued, QUEUED);
+
+        // Shut down while the worker is still blocked and the queue is full.
+        let shutdown = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || pool.shutdown(WAIT))
+        };
+        assert!(eventually(|| pool.is_shutdown()));
+        let rejected_before = pool.stats().rejected;
+        let (tx, rx) = mpsc::channel();
+        let rejected = pool
+            .execute(move || {
+                tx.send(()).ok();
+            })
+            .expect_err("submit after shutdown must be rejected");
+        assert_eq!(pool.stats().rejected, rejected_before + 1);
+        (rejected.into_task())();
+        assert!(rx.try_recv().is_ok());
+
+        gate.open();
+        assert!(shutdown.join().unwrap(), "{kind}: shutdown timed out");
+        assert_eq!(ran.load(Ordering::SeqCst), QUEUED, "{kind}");
+        let stats = pool.stats();
+        assert_eq!(stats.pool_size, 0, "{kind}");
+        assert_eq!(stats.queued, 0, "{kind}");
+        assert_eq!(stats.completed, QUEUED as u64 + 1, "{kind}");
+        // Idempotent.
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+#[test]
+fn shutdown_wakes_idle_threads_promptly() {
+    for kind in KINDS {
+        // Extra threads are parked with a 60 s keep-alive; core ones without a
+        // timeout. Shutdown must not wait for either.
+        let pool = WorkerPool::new(config(kind, 2, 4, 10)).unwrap();
+        let gate = Gate::new();
+        for _ in 0..4 {
+            pool.submit(gate.blocker()).unwrap();
+        }
+        gate.wait_started(4);
+        gate.open();
+        assert!(eventually(|| pool.stats().active == 0));
+        let started = Instant::now();
+        assert!(pool.shutdown(WAIT), "{kind}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{kind}");
+        assert_eq!(pool.stats().pool_size, 0);
+    }
+}
+
+#[test]
+fn shutdown_times_out_while_a_task_is_stuck() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, 1, 10)).unwrap();
+        let gate = Gate::new();
+        pool.submit(gate.blocker()).unwrap();
+        gate.wait_started(1);
+        assert!(!pool.shutdown(Duration::from_millis(20)), "{kind}");
+        assert_eq!(pool.stats().pool_size, 1);
+        gate.open();
+        assert!(pool.shutdown(WAIT), "{kind}");
+    }
+}
+
+#[test]
+fn drop_does_not_block_and_still_drains() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, 1, 10)).unwrap();
+        let gate = Gate::new();
+        pool.submit(gate.blocker()).unwrap();
+        gate.wait_started(1);
+        let (tx, rx) = mpsc::channel();
+        pool.execute(move || {
+            tx.send(()).ok();
+        })
+        .unwrap();
+        drop(pool); // must return although a task is blocked
+        gate.open();
+        rx.recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("{kind}: queued task lost on drop"));
+    }
+}
+
+#[test]
+fn concurrent_submit_and_shutdown_loses_nothing() {
+    // Every submit either is rejected or its task runs, even when racing
+    // shutdown, including with a pool that may have no threads at all.
+    for kind in KINDS {
+        for core in [0, 2] {
+            let pool = Arc::new(
+                WorkerPool::new(PoolConfig {
+                    keep_alive: Duration::from_millis(1),
+                    ..config(kind, core, 4, 10_000)
+                })
+                .unwrap(),
+            );
+            let ran = Arc::new(AtomicUsize::new(0));
+            let accepted = Arc::new(AtomicUsize::new(0));
+            let start = Arc::new(Barrier::new(5));
+            let submitters: Vec<_> = (0..4)
+                .map(|_| {
+                    let (pool, ran, accepted, start) = (
+                        Arc::clone(&pool),
+                        Arc::clone(&ran),
+                        Arc::clone(&accepted),
+                        Arc::clone(&start),
+                    );
+                    thread::spawn(move || {
+                        start.wait();
+                        for _ in 0..2_000 {
+                            let ran = Arc::clone(&ran);
+                            let ok = pool
+                                .execute(move || {
+                                    ran.fetch_add(1, Ordering::SeqCst);
+                                })
+                                .is_ok();
+                            if ok {
+                                accepted.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            start.wait();
+            thread::yield_now();
+            let _ = pool.shutdown(WAIT);
+            for s in submitters {
+                s.join().unwrap();
+            }
+            // A submit accepted just before the flag flipped may still have
+            // started a thread; a second shutdown waits for it.
+            assert!(pool.shutdown(WAIT), "{kind}/{core}");
+            assert!(
+                eventually(|| ran.load(Ordering::SeqCst) == accepted.load(Ordering::SeqCst)),
+                "{kind}/{core}: accepted {} ran {}",
+                accepted.load(Ordering::SeqCst),
+                ran.load(Ordering::SeqCst)
+            );
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! [`TransportConfig`]: the socket-level settings shared by clients and servers.
+
+use std::time::Duration;
+
+use rpc_codec::DEFAULT_MAX_FRAME_SIZE;
+use rpc_core::RpcError;
+
+/// Socket-level settings. Defaults follow jkrpc where it had one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// TCP connect timeout (jkrpc: 500 ms).
+    pub connect_timeout: Duration,
+    /// Largest frame accepted or sent, header included (16 MiB).
+    pub max_frame_size: usize,
+    /// Frames that may wait for the writer task; senders wait when it is full.
+    pub write_queue_capacity: usize,
+    /// The writer stops coalescing and writes once a batch reaches this many bytes.
+    pub max_batch_bytes: usize,
+    /// Send a ping when nothing was received for this long (client side).
+    pub heartbeat_interval: Duration,
+    /// Close the connection when nothing was received for this long.
+    pub idle_timeout: Duration,
+    /// Smallest read size the adaptive read buffer shrinks to.
+    pub read_buffer_min: usize,
+    /// Largest read size it grows to (a bigger frame still gets its exact size).
+    pub read_buffer_max: usize,
+    /// Set TCP_NODELAY (the writer batches, so Nagle only adds latency).
+    pub nodelay: bool,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            connect_timeout: Duration::from_millis(500),
+            max_frame_size: DEFAULT_MAX_FRAME_SIZE,
+            write_queue_capacity: 4096,
+            max_batch_bytes: 256 * 1024,
+            heartbeat_interval: Duration::from_secs(15),
+            idle_timeout: Duration::from_secs(60),
+            read_buffer_min: 512,
+            read_buffer_max: 1024 * 1024,
+            nodelay: true,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// Checks every value; errors name the config key.
+    pub fn validate(&self, prefix: &str) -> Result<(), RpcError> {
+        let key = |k: &str| format!("{prefix}{k}");
+        if self.connect_timeout.is_zero() {
+            return Err(RpcError::config(key("connect_timeout_ms"), "must be greater than 0"));
+        }
+        if self.max_frame_size < rpc_codec::HEADER_LEN || self.max_frame_size > u32::MAX as usize {
+            return Err(RpcError::config(
+                key("max_frame_size"),
+                format!("must be between {} and {}", rpc_codec::HEADER_LEN, u32::MAX),
+            ));
+        }
+        if self.write_queue_capacity == 0 {
+            return Err(RpcError::config(key("write_queue_capacity"), "must be at least 1"));
+        }
+        if self.max_batch_bytes == 0 {
+            return Err(RpcError::config(key("max_batch_bytes"), "must be at least 1"));
+        }
+        if self.heartbeat_interval.is_zero() || self.idle_timeout.is_zero() {
+            return Err(RpcError::config(
+                key("heartbeat_interval_ms / idle_timeout_ms"),
+                "must be greater than 0",
+            ));
+        }
+        if self.read_buffer_min == 0 || self.read_buffer_min > self.read_buffer_max {
+            return Err(RpcError::config(
+                key("read_buffer_min"),
+                "must be at least 1 and at most read_buffer_max",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,309 @@
+//! [`Connection`]: the client side of one multiplexed TCP connection.
+//!
+//! Many calls share one connection. Each call takes a fresh request id, puts a
+//! one-shot completion slot in the pending map **before** its frame is queued (a
+//! local server can answer before the write call even returns), hands the frame to
+//! the [`FrameWriter`], and waits for the reader task to complete the slot with the
+//! response carrying its id. A response whose id is not pending (the call timed
+//! out or was cancelled) is dropped with a log line.
+//!
+//! Timeouts run on tokio's timer; when one fires the pending slot is removed, so
+//! nothing accumulates. When the connection breaks — read error, write error, peer
+//! close, idle timeout, `close()` — the [`CloseSignal`] records why and the reader
+//! fails every pending call at once with that reason. A call that registers while
+//! the connection is closing sees the signal right after registering and fails
+//! too, so no call can be left pending forever.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use rpc_codec::{Frame, FrameKind, OutFrame};
+use rpc_core::{RpcError, WriteMode};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::heartbeat::{self, Activity};
+use crate::{CloseSignal, FrameReader, FrameWriter, Outbound, TransportConfig};
+
+type Slot = oneshot::Sender<Result<Frame, RpcError>>;
+
+/// State shared by a connection's handle and its reader task.
+#[derive(Debug)]
+struct Shared {
+    peer: Arc<str>,
+    pending: DashMap<u64, Slot>,
+    close: Arc<CloseSignal>,
+}
+
+impl Shared {
+    /// Fails every pending call with the close reason.
+    fn fail_all(&self) {
+        let err = self.close.error(&self.peer);
+        let ids: Vec<u64> = self.pending.iter().map(|e| *e.key()).collect();
+        for id in ids {
+            if let Some((_, slot)) = self.pending.remove(&id) {
+                let _ = slot.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+/// A multiplexed client connection. Dropping the last handle closes it.
+#[derive(Debug)]
+pub struct Connection {
+    shared: Arc<Shared>,
+    writer: FrameWriter,
+    next_id: AtomicU64,
+    max_frame_size: usize,
+}
+
+/// Opens a connection to `addr` (`host:port`) within `config.connect_timeout`.
+pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Connection, RpcError> {
+    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            return Err(RpcError::Connect {
+                addr: addr.to_owned(),
+                reason: e.to_string(),
+            })
+        }
+        Err(_) => {
+            return Err(RpcError::ConnectTimeout {
+                addr: addr.to_owned(),
+                timeout: config.connect_timeout,
+            })
+        }
+    };
+    Connection::from_stream(stream, config)
+}
+
+impl Connection {
+    /// Wraps an already connected stream (spawns its reader, writer and heartbeat).
+    pub fn from_stream(stream: TcpStream, config: &TransportConfig) -> Result<Connection, RpcError> {
+        let peer: Arc<str> = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "unknown peer".into())
+            .into();
+        stream
+            .set_nodelay(config.nodelay)
+            .map_err(|e| RpcError::io(format!("setting TCP_NODELAY on {peer}"), &e))?;
+        let (read_half, write_half) = stream.into_split();
+        let close = Arc::new(CloseSignal::new());
+        let writer = FrameWriter::spawn(write_half, config, close.clone(), peer.clone());
+        let shared = Arc::new(Shared {
+            peer,
+            pending: DashMap::new(),
+            close: close.clone(),
+        });
+        let activity = Arc::new(Activity::default());
+        let reader = FrameReader::new(
+            read_half,
+            config.max_frame_size,
+            config.read_buffer_min,
+            config.read_buffer_max,
+        );
+        tokio::spawn(read_loop(shared.clone(), reader, writer.clone(), activity.clone()));
+        heartbeat::spawn(
+            activity,
+            config.heartbeat_interval,
+            config.idle_timeout,
+            Some(writer.clone()),
+            close,
+        );
+        Ok(Connection {
+            shared,
+            writer,
+            next_id: AtomicU64::new(1),
+            max_frame_size: config.max_frame_size,
+        })
+    }
+
+    /// Sends a request and waits for its response frame.
+    ///
+    /// `frame.request_id` and `frame.timeout_ms` are filled in here. With
+    /// [`WriteMode::Sync`] the call first waits until the frame is written (a write
+    /// failure or a write that does not finish within `timeout` is returned as
+    /// such); with [`WriteMode::Async`] it only waits for room in the write queue.
+    /// The whole call, write included, is bounded by `timeout`.
+    pub async fn call(&self, mut frame: OutFrame, mode: WriteMode, timeout: Duration) -> Result<Frame, RpcError> {
+        let size = frame.encoded_len();
+        if size > self.max_frame_size {
+            return Err(RpcError::FrameTooLarge {
+                size: size as u64,
+                max: self.max_frame_size as u64,
+            });
+        }
+        if self.shared.close.is_closed() {
+            return Err(self.shared.close.error(&self.shared.peer));
+        }
+        let deadline = Instant::now() + timeout;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        frame.request_id = id;
+        frame.timeout_ms = timeout.as_millis().min(u32::MAX as u128) as u32;
+        let names = (frame.service.clone(), frame.method.clone());
+
+        let (tx, rx) = oneshot::channel();
+        self.shared.pending.insert(id, tx);
+        let guard = PendingGuard {
+            shared: &self.shared,
+            id,
+        };
+        if self.shared.close.is_closed() {
+            return Err(self.shared.close.error(&self.shared.peer));
+        }
+
+        let sleep = tokio::time::sleep_until(deadline);
+        tokio::pin!(sleep);
+        let timeout_err = || RpcError::Timeout {
+            service: names.0.to_string(),
+            method: names.1.to_string(),
+            timeout,
+        };
+
+        match mode {
+            WriteMode::Async => {
+                tokio::select! {
+                    r = self.writer.send(Outbound::frame(frame)) => r?,
+                    _ = &mut sleep => return Err(timeout_err()),
+                }
+            }
+            WriteMode::Sync => {
+                let (ack_tx, ack_rx) = oneshot::channel();
+                let write_timeout = || RpcError::WriteTimeout {
+                    peer: self.shared.peer.to_string(),
+                    timeout,
+                };
+                tokio::select! {
+                    r = self.writer.send(Outbound { frame, ack: Some(ack_tx) }) => r?,
+                    _ = &mut sleep => return Err(write_timeout()),
+                }
+                tokio::select! {
+                    r = ack_rx => match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return Err(e),
+                        Err(_) => return Err(self.shared.close.error(&self.shared.peer)),
+                    },
+                    _ = &mut sleep => return Err(write_timeout()),
+                }
+            }
+        }
+
+        tokio::select! {
+            r = rx => {
+                guard.disarm();
+                match r {
+                    Ok(result) => result,
+                    Err(_) => Err(self.shared.close.error(&self.shared.peer)),
+                }
+            }
+            _ = &mut sleep => Err(timeout_err()),
+        }
+    }
+
+    /// True until the connection breaks or is closed.
+    pub fn is_open(&self) -> bool {
+        !self.shared.close.is_closed()
+    }
+
+    /// Closes the connection; pending calls fail with `reason`.
+    pub fn close(&self, reason: &str) {
+        self.shared.close.close(reason.to_owned());
+    }
+
+    /// Completes when the connection has closed.
+    pub async fn closed(&self) {
+        self.shared.close.closed().await
+    }
+
+    /// Why the connection closed ("open" while it is open).
+    pub fn close_reason(&self) -> String {
+        self.shared.close.reason().to_owned()
+    }
+
+    /// Calls waiting for a response on this connection.
+    pub fn pending_count(&self) -> usize {
+        self.shared.pending.len()
+    }
+
+    /// The server address.
+    pub fn peer(&self) -> &str {
+        &self.shared.peer
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.shared.close.close("connection handle dropped");
+    }
+}
+
+/// Removes a call's pending slot when the call ends without a response
+/// (timeout, write failure, or the caller dropping the future).
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl PendingGuard<'_> {
+    fn disarm(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.pending.remove(&self.id);
+    }
+}
+
+async fn read_loop(
+    shared: Arc<Shared>,
+    mut reader: FrameReader<OwnedReadHalf>,
+    writer: FrameWriter,
+    activity: Arc<Activity>,
+) {
+    let close = shared.close.clone();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = close.closed() => break,
+            r = reader.next() => r,
+        };
+        match next {
+            Ok(Some(frame)) => {
+                activity.bump();
+                let id = frame.header.request_id;
+                match frame.header.kind {
+                    FrameKind::Response => match shared.pending.remove(&id) {
+                        Some((_, slot)) => {
+                            let _ = slot.send(Ok(frame));
+                        }
+                        None => debug!(peer = %shared.peer, request_id = id,
+                            "response for a request that is no longer pending (timed out or cancelled): dropped"),
+                    },
+                    FrameKind::Ping => {
+                        let _ = writer.try_send(Outbound::frame(OutFrame::control(FrameKind::Pong, id)));
+                    }
+                    FrameKind::Pong => {}
+                    kind => warn!(peer = %shared.peer, ?kind, "unexpected frame kind from a server: ignored"),
+                }
+            }
+            Ok(None) => {
+                close.close("the server closed the connection");
+                break;
+            }
+            Err(e) => {
+                warn!(peer = %shared.peer, error = %e, "closing connection");
+                close.close(e.to_string());
+                break;
+            }
+        }
+    }
+    shared.fail_all();
+}
