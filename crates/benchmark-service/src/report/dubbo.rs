@@ -163,11 +163,15 @@ fn parse_meminfo(content: &str) -> (Option<u64>, Option<u64>) {
 pub fn group_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
+    // Digits before the first comma: 1..=3.
+    let head = match digits.len() % 3 {
+        0 => 3.min(digits.len()),
+        r => r,
+    };
+    out.push_str(&digits[..head]);
+    for group in digits.as_bytes()[head..].chunks(3) {
+        out.push(',');
+        out.extend(group.iter().map(|&b| char::from(b)));
     }
     out
 }
@@ -200,10 +204,10 @@ impl Default for DubboScene {
     /// 5000 ms timeout.
     fn default() -> Self {
         Self {
-            transporter: "brisk".to_owned(),
+            transporter: "brisk fixed".to_owned(),
             server_transporter: None,
             server_threads: None,
-            serialization: "bincode".to_owned(),
+            serialization: "msgpack".to_owned(),
             timeout_ms: 5000,
             data_length: 1024,
             shared_connections: 1,
@@ -348,7 +352,7 @@ mod tests {
             cpu_model: "Intel(R) Xeon(R) CPU E5-2620 v2 @ 2.10GHz".into(),
             runtime: runtime_description(Some("1.95.0")),
             memory_total: Some(535_953_408),
-            memory_available: Some(400_000_000),
+            memory_available: Some(40_000_000),
             network: "loopback 127.0.0.1".into(),
             mtu: Some(65536),
         }
@@ -381,7 +385,7 @@ mod tests {
         assert!(text.contains("|                          Test Result                           |"));
         assert!(text.contains(&format!("| Client CPU: 16 cores{}|", " ".repeat(43))));
         assert!(text.contains("| Client CPU Model: Intel(R) Xeon(R) CPU E5-2620 v2 @ 2.10GHz "));
-        assert!(text.contains("| Client Memory: 535,953,408 bytes (Available: 400,000,000 bytes)"));
+        assert!(text.contains("| Client Memory: 535,953,408 bytes (Available: 40,000,000 bytes)"));
         assert!(text.contains("| Client Runtime: Rust 1.95.0 / tokio "));
         assert!(text.contains("| Client MTU: 65536 bytes "));
         assert!(text.contains("| Data Length: 1024 bytes "));

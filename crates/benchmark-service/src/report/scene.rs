@@ -25,6 +25,10 @@ use super::stats::{RoundStats, BUCKET_COUNT, BUCKET_LABELS};
 ///
 /// Latency fields are milliseconds over successful calls; `tps` is all completed
 /// requests per second (see [`RoundStats`]). Unused option fields are empty strings / 0.
+///
+/// JSON round trips are exact for statistics produced by [`RoundStats::from_recorder`]
+/// (rounded to 6 decimals); a float with 17 significant digits set by hand may come back
+/// one ULP off, because serde_json's default float parser is not correctly rounded.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SceneResult {
     /// Who ran: `"brisk"` (or a peer's name when importing its numbers).
@@ -278,7 +282,7 @@ pub fn round_report(stats: &RoundStats, label: &str) -> String {
     for (i, label) in BUCKET_LABELS.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  {:<13} {:>width$}  {:>6.2}%",
+            "  {:<15} {:>width$}  {:>6.2}%",
             format!("{label} ms:"),
             stats.buckets[i],
             stats.bucket_pct(i),

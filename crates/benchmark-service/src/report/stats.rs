@@ -204,13 +204,26 @@ pub fn duration_ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// Rounds to 6 decimals (1 ns for millisecond values). A value with at most ~15
+/// significant digits prints short and is re-read bit-exactly even by serde_json's default
+/// (fast, not always correctly rounded) float parser, so results survive a JSON round trip.
+fn round6(v: f64) -> f64 {
+    let scaled = v * 1e6;
+    if scaled.is_finite() && scaled.abs() < 9.0e15 {
+        scaled.round() / 1e6
+    } else {
+        v
+    }
+}
+
 /// Summary of one benchmark round: counts, throughput, latency and its distribution.
 ///
 /// All latency fields describe successful calls only (see the module docs); times are in
 /// milliseconds. `tps` is **all** completed requests (succeeded + errors) divided by the
 /// round's wall-clock runtime — jkbenchmark divided its request count by the runtime, and
 /// a failing call still occupied the client and the server. The success-only rate is
-/// [`RoundStats::success_tps`].
+/// [`RoundStats::success_tps`]. Floating-point fields are rounded to 6 decimals so they
+/// round-trip exactly through JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoundStats {
     /// Completed requests (succeeded + errors).
@@ -264,16 +277,16 @@ impl RoundStats {
             requests,
             succeeded: recorder.succeeded(),
             errors: recorder.errors(),
-            error_pct,
-            runtime_ms,
-            tps,
-            avg_ms: duration_ms(recorder.mean()),
-            min_ms: duration_ms(recorder.min().unwrap_or(Duration::ZERO)),
-            max_ms: duration_ms(recorder.max()),
-            p50_ms: recorder.quantile_ms(0.50),
-            p90_ms: recorder.quantile_ms(0.90),
-            p99_ms: recorder.quantile_ms(0.99),
-            p999_ms: recorder.quantile_ms(0.999),
+            error_pct: round6(error_pct),
+            runtime_ms: round6(runtime_ms),
+            tps: round6(tps),
+            avg_ms: round6(duration_ms(recorder.mean())),
+            min_ms: round6(duration_ms(recorder.min().unwrap_or(Duration::ZERO))),
+            max_ms: round6(duration_ms(recorder.max())),
+            p50_ms: round6(recorder.quantile_ms(0.50)),
+            p90_ms: round6(recorder.quantile_ms(0.90)),
+            p99_ms: round6(recorder.quantile_ms(0.99)),
+            p999_ms: round6(recorder.quantile_ms(0.999)),
             buckets: recorder.buckets(),
         }
     }
