@@ -96,7 +96,10 @@ mod tests {
         let dir = TempDir::new("bundle");
         let config = StoreConfig {
             data_dir: dir.path().join("data"),
-            db_url: Some(format!("sqlite:{}", dir.path().join("db/bench.db").display())),
+            db_url: Some(format!(
+                "sqlite:{}",
+                dir.path().join("db/bench.db").display()
+            )),
             db_pool_size: 2,
         };
         assert_eq!(config.file_path(), dir.path().join("data/messages.json"));
@@ -109,7 +112,10 @@ mod tests {
         }
         assert!(store.file.path().exists());
         let d = store.describe();
-        assert!(d.contains("cache 10 records") && d.contains("messages.json") && d.contains("(pool 2)"), "{d}");
+        assert!(
+            d.contains("cache 10 records") && d.contains("messages.json") && d.contains("(pool 2)"),
+            "{d}"
+        );
     }
 
     #[test]

@@ -91,15 +91,19 @@ fn write_seed_file(path: &Path) -> Result<(), StoreError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).map_err(io_err("create the directory for the message file"))?;
     }
-    let mut json = serde_json::to_vec_pretty(&seed_messages()).map_err(|source| StoreError::FileCorrupt {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let mut json =
+        serde_json::to_vec_pretty(&seed_messages()).map_err(|source| StoreError::FileCorrupt {
+            path: path.to_path_buf(),
+            source,
+        })?;
     json.push(b'\n');
 
     // Write beside the target and rename, so readers see either no file or the whole file.
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut tmp_name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let mut tmp_name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     tmp_name.push(format!(
         ".tmp-{}-{}",
         std::process::id(),
@@ -187,8 +191,20 @@ mod tests {
 
         fs::remove_file(&path).unwrap();
         let err = file.get(3).unwrap_err();
-        assert!(matches!(err, StoreError::FileIo { action: "read the message file", .. }), "{err}");
-        assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+        assert!(
+            matches!(
+                err,
+                StoreError::FileIo {
+                    action: "read the message file",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
     }
 
     #[test]
@@ -222,6 +238,9 @@ mod tests {
         let path = blocker.join(MESSAGE_FILE_NAME);
         let err = MessageFile::open(&path).unwrap_err();
         assert!(matches!(err, StoreError::FileIo { .. }), "{err}");
-        assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
     }
 }

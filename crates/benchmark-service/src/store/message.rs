@@ -42,7 +42,9 @@ impl Message {
             id,
             from_uid,
             to_uid,
-            content: format!("message {id} from {from_uid} to {to_uid}: hello from the brisk benchmark"),
+            content: format!(
+                "message {id} from {from_uid} to {to_uid}: hello from the brisk benchmark"
+            ),
         }
     }
 }
