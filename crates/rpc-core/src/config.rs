@@ -141,3 +141,21 @@ mod tests {
         assert!(ConfigFormat::from_path(Path::new("a.ini")).is_err());
     }
 }
+
+/// Serde adapter writing a `Duration` as whole milliseconds, so config keys read
+/// `connect_timeout_ms = 500`. Use with `#[serde(with = "rpc_core::config::duration_ms")]`.
+pub mod duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serializes as milliseconds.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis().min(u64::MAX as u128) as u64)
+    }
+
+    /// Deserializes from milliseconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
+}

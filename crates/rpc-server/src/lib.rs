@@ -1,1 +1,40 @@
+//! # rpc-server: accepting connections and running handlers
+//!
+//! This crate owns the server side of brisk: the accept loop and its connection
+//! limit, one task per connection that reads request frames, the [`Router`] from
+//! service name to [`ServiceHandler`](rpc_core::ServiceHandler), the two dispatch
+//! modes — `direct` (the handler runs on the connection's I/O task) and `pool`
+//! (the Tomcat-style [`WorkerPool`] of OS threads, with a `blocking` or
+//! `transfer` queue) — server interceptors, and graceful shutdown.
+//!
+//! It does not own the wire format (`rpc-codec`), sockets and batching
+//! (`rpc-transport`) or the typed service definitions (the `brisk::service!`
+//! macro).
+//!
+//! ```no_run
+//! # async fn run(handler: impl rpc_core::ServiceHandler) -> Result<(), rpc_core::RpcError> {
+//! use rpc_server::{Server, ServerConfig};
+//!
+//! let server = Server::builder()
+//!     .config(ServerConfig::default().with_addr("127.0.0.1:9000"))
+//!     .service(handler)
+//!     .start()
+//!     .await?;
+//! println!("listening on {}", server.local_addr());
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+mod connection;
+mod dispatch;
 pub mod pool;
+pub mod router;
+pub mod server;
+pub mod stats;
+
+pub use config::ServerConfig;
+pub use pool::{PoolConfig, QueueKind, WorkerPool};
+pub use router::Router;
+pub use server::{Server, ServerBuilder, ServerHandle, ShutdownReport};
+pub use stats::ServerStats;

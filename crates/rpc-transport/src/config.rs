@@ -4,11 +4,17 @@ use std::time::Duration;
 
 use rpc_codec::DEFAULT_MAX_FRAME_SIZE;
 use rpc_core::RpcError;
+use serde::{Deserialize, Serialize};
 
 /// Socket-level settings. Defaults follow jkrpc where it had one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// In config files durations are written in milliseconds with an `_ms` suffix
+/// (`connect_timeout_ms = 500`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TransportConfig {
     /// TCP connect timeout (jkrpc: 500 ms).
+    #[serde(rename = "connect_timeout_ms", with = "rpc_core::config::duration_ms")]
     pub connect_timeout: Duration,
     /// Largest frame accepted or sent, header included (16 MiB).
     pub max_frame_size: usize,
@@ -17,8 +23,10 @@ pub struct TransportConfig {
     /// The writer stops coalescing and writes once a batch reaches this many bytes.
     pub max_batch_bytes: usize,
     /// Send a ping when nothing was received for this long (client side).
+    #[serde(rename = "heartbeat_interval_ms", with = "rpc_core::config::duration_ms")]
     pub heartbeat_interval: Duration,
     /// Close the connection when nothing was received for this long.
+    #[serde(rename = "idle_timeout_ms", with = "rpc_core::config::duration_ms")]
     pub idle_timeout: Duration,
     /// Smallest read size the adaptive read buffer shrinks to.
     pub read_buffer_min: usize,

@@ -14,6 +14,7 @@
 //! the connection is closing sees the signal right after registering and fails
 //! too, so no call can be left pending forever.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,7 +64,7 @@ pub struct Connection {
 }
 
 /// Opens a connection to `addr` (`host:port`) within `config.connect_timeout`.
-pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Connection, RpcError> {
+pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connection>, RpcError> {
     let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -84,7 +85,7 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Connection,
 
 impl Connection {
     /// Wraps an already connected stream (spawns its reader, writer and heartbeat).
-    pub fn from_stream(stream: TcpStream, config: &TransportConfig) -> Result<Connection, RpcError> {
+    pub fn from_stream(stream: TcpStream, config: &TransportConfig) -> Result<Arc<Connection>, RpcError> {
         let peer: Arc<str> = stream
             .peer_addr()
             .map(|a| a.to_string())
@@ -116,22 +117,30 @@ impl Connection {
             Some(writer.clone()),
             close,
         );
-        Ok(Connection {
+        Ok(Arc::new(Connection {
             shared,
             writer,
             next_id: AtomicU64::new(1),
             max_frame_size: config.max_frame_size,
-        })
+        }))
     }
 
-    /// Sends a request and waits for its response frame.
+    /// Sends a request and waits for its response frame: [`send`](Self::send)
+    /// followed by [`PendingCall::response`].
+    pub async fn call(self: &Arc<Self>, frame: OutFrame, mode: WriteMode, timeout: Duration) -> Result<Frame, RpcError> {
+        self.send(frame, mode, timeout).await?.response().await
+    }
+
+    /// Registers a request and writes it; returns the call waiting for its answer.
     ///
     /// `frame.request_id` and `frame.timeout_ms` are filled in here. With
-    /// [`WriteMode::Sync`] the call first waits until the frame is written (a write
-    /// failure or a write that does not finish within `timeout` is returned as
-    /// such); with [`WriteMode::Async`] it only waits for room in the write queue.
-    /// The whole call, write included, is bounded by `timeout`.
-    pub async fn call(&self, mut frame: OutFrame, mode: WriteMode, timeout: Duration) -> Result<Frame, RpcError> {
+    /// [`WriteMode::Sync`] this waits until the frame is written (a write failure, or
+    /// a write that does not finish within `timeout`, is returned as such); with
+    /// [`WriteMode::Async`] it only waits for room in the write queue, and a later
+    /// write failure completes the call with that error. `timeout` bounds the whole
+    /// call, write included. Splitting send from response lets a pooled connection
+    /// go back to its pool as soon as the request is out.
+    pub async fn send(self: &Arc<Self>, mut frame: OutFrame, mode: WriteMode, timeout: Duration) -> Result<PendingCall, RpcError> {
         let size = frame.encoded_len();
         if size > self.max_frame_size {
             return Err(RpcError::FrameTooLarge {
@@ -146,39 +155,38 @@ impl Connection {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         frame.request_id = id;
         frame.timeout_ms = timeout.as_millis().min(u32::MAX as u128) as u32;
-        let names = (frame.service.clone(), frame.method.clone());
 
         let (tx, rx) = oneshot::channel();
         self.shared.pending.insert(id, tx);
-        let guard = PendingGuard {
-            shared: &self.shared,
+        let call = PendingCall {
+            conn: self.clone(),
             id,
+            rx,
+            deadline,
+            timeout,
+            service: frame.service.clone(),
+            method: frame.method.clone(),
+            answered: false,
         };
         if self.shared.close.is_closed() {
             return Err(self.shared.close.error(&self.shared.peer));
         }
 
-        let sleep = tokio::time::sleep_until(deadline);
-        tokio::pin!(sleep);
-        let timeout_err = || RpcError::Timeout {
-            service: names.0.to_string(),
-            method: names.1.to_string(),
+        let write_timeout = || RpcError::WriteTimeout {
+            peer: self.shared.peer.to_string(),
             timeout,
         };
-
+        let sleep = tokio::time::sleep_until(deadline);
+        tokio::pin!(sleep);
         match mode {
             WriteMode::Async => {
                 tokio::select! {
                     r = self.writer.send(Outbound::frame(frame)) => r?,
-                    _ = &mut sleep => return Err(timeout_err()),
+                    _ = &mut sleep => return Err(write_timeout()),
                 }
             }
             WriteMode::Sync => {
                 let (ack_tx, ack_rx) = oneshot::channel();
-                let write_timeout = || RpcError::WriteTimeout {
-                    peer: self.shared.peer.to_string(),
-                    timeout,
-                };
                 tokio::select! {
                     r = self.writer.send(Outbound { frame, ack: Some(ack_tx) }) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
@@ -193,17 +201,7 @@ impl Connection {
                 }
             }
         }
-
-        tokio::select! {
-            r = rx => {
-                guard.disarm();
-                match r {
-                    Ok(result) => result,
-                    Err(_) => Err(self.shared.close.error(&self.shared.peer)),
-                }
-            }
-            _ = &mut sleep => Err(timeout_err()),
-        }
+        Ok(call)
     }
 
     /// True until the connection breaks or is closed.
@@ -243,22 +241,55 @@ impl Drop for Connection {
     }
 }
 
-/// Removes a call's pending slot when the call ends without a response
-/// (timeout, write failure, or the caller dropping the future).
-struct PendingGuard<'a> {
-    shared: &'a Shared,
+/// A request that has been sent and waits for its response.
+///
+/// Dropping it (timeout, or the caller giving up) removes its pending slot, so a
+/// late response is recognised as stale and dropped.
+#[derive(Debug)]
+pub struct PendingCall {
+    conn: Arc<Connection>,
     id: u64,
+    rx: oneshot::Receiver<Result<Frame, RpcError>>,
+    deadline: Instant,
+    timeout: Duration,
+    service: Cow<'static, str>,
+    method: Cow<'static, str>,
+    answered: bool,
 }
 
-impl PendingGuard<'_> {
-    fn disarm(self) {
-        std::mem::forget(self);
+impl PendingCall {
+    /// The request id on its connection.
+    pub fn request_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Waits for the response frame until the call's deadline.
+    pub async fn response(mut self) -> Result<Frame, RpcError> {
+        let shared = &self.conn.shared;
+        match tokio::time::timeout_at(self.deadline, &mut self.rx).await {
+            Ok(Ok(result)) => {
+                self.answered = true;
+                result
+            }
+            Ok(Err(_)) => {
+                self.answered = true;
+                Err(shared.close.error(&shared.peer))
+            }
+            Err(_) => Err(RpcError::Timeout {
+                service: self.service.to_string(),
+                method: self.method.to_string(),
+                timeout: self.timeout,
+            }),
+        }
     }
 }
 
-impl Drop for PendingGuard<'_> {
+impl Drop for PendingCall {
     fn drop(&mut self) {
-        self.shared.pending.remove(&self.id);
+        // The reader removed the slot when it answered; otherwise free it now.
+        if !self.answered {
+            self.conn.shared.pending.remove(&self.id);
+        }
     }
 }
 

@@ -26,7 +26,7 @@ pub mod writer;
 
 pub use close::CloseSignal;
 pub use config::TransportConfig;
-pub use connection::{connect, Connection};
+pub use connection::{connect, Connection, PendingCall};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::FrameReader;
 pub use writer::{FrameWriter, Outbound, WriteAck};

@@ -137,6 +137,7 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                 match result {
                     Ok(()) => {
                         let _ = self.io.shutdown().await;
+                        close.close("connection finished: every handle was dropped");
                     }
                     Err(reason) => close.close(reason),
                 }

@@ -36,9 +36,9 @@
 //! Both sit behind the private `TaskQueue` trait (offer / poll with timeout /
 //! len / close):
 //!
-//! * [`QueueKind::Blocking`] ([`blocking`]) — `LinkedBlockingQueue`: a mutex
-//!   + condvar around a `VecDeque`, bounded by `queue_size` queued tasks.
-//! * [`QueueKind::Transfer`] ([`transfer`], the default) —
+//! * [`QueueKind::Blocking`] (`blocking.rs`) — `LinkedBlockingQueue`: a mutex
+//!   and condvar around a `VecDeque`, bounded by `queue_size` queued tasks.
+//! * [`QueueKind::Transfer`] (`transfer.rs`, the default) —
 //!   `LinkedTransferQueue` as Motan uses it: a lock-free crossbeam channel that
 //!   hands tasks straight to parked workers. A lock-free queue cannot cheaply
 //!   enforce a capacity, so, like Motan, the *pool* bounds it with the

@@ -207,7 +207,10 @@ fn every_task_runs_exactly_once_under_concurrent_submitters() {
         done_rx
             .recv_timeout(WAIT)
             .unwrap_or_else(|_| panic!("{kind}: only {} tasks ran", done.load(Ordering::SeqCst)));
-        assert!(runs.iter().all(|r| r.load(Ordering::Relaxed) == 1), "{kind}");
+        assert!(
+            runs.iter().all(|r| r.load(Ordering::Relaxed) == 1),
+            "{kind}"
+        );
         assert!(pool.shutdown(WAIT));
         let stats = pool.stats();
         assert_eq!(stats.completed, TOTAL as u64, "{kind}");
@@ -294,7 +297,10 @@ fn rejects_promptly_when_bound_reached_and_returns_the_task() {
                 tx.send("mine").ok();
             })
             .expect_err("bound reached: must reject");
-        assert!(started.elapsed() < Duration::from_secs(1), "{kind}: submit blocked");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{kind}: submit blocked"
+        );
         assert_eq!(pool.stats().rejected, 1, "{kind}");
         // It is our task, untouched and runnable by the caller.
         (rejected.into_task())();

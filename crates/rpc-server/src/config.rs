@@ -1,0 +1,113 @@
+//! [`ServerConfig`]: every server setting, with jkrpc's defaults, loadable from
+//! TOML or YAML with the same keys.
+//!
+//! ```toml
+//! addr = "0.0.0.0:9080"
+//! dispatch = "pool"                 # direct | pool
+//! max_connections = 10000
+//! max_in_flight_per_connection = 4096
+//! shutdown_grace_ms = 10000
+//!
+//! [pool]
+//! core_threads = 2                  # default: number of CPUs
+//! max_threads = 16                  # default: core × 8
+//! queue_size = 100000
+//! keep_alive_ms = 60000
+//! queue = "transfer"                # blocking | transfer
+//!
+//! [transport]
+//! max_frame_size = 16777216
+//! idle_timeout_ms = 60000
+//! ```
+
+use std::path::Path;
+use std::time::Duration;
+
+use rpc_core::{Dispatch, RpcError};
+use rpc_transport::TransportConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::pool::PoolConfig;
+
+/// Server settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on (`host:port`; port 0 picks a free one).
+    pub addr: String,
+    /// Where handlers run.
+    pub dispatch: Dispatch,
+    /// The worker pool (used when `dispatch = "pool"`).
+    pub pool: PoolConfig,
+    /// Connections beyond this are closed right after accept.
+    pub max_connections: usize,
+    /// Requests one connection may have in progress; beyond it the server stops
+    /// reading that connection until one completes (TCP pushes back on the client).
+    pub max_in_flight_per_connection: usize,
+    /// How long graceful shutdown waits for in-flight calls before closing anyway.
+    #[serde(rename = "shutdown_grace_ms", with = "rpc_core::config::duration_ms")]
+    pub shutdown_grace: Duration,
+    /// Socket-level settings.
+    pub transport: TransportConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            addr: "127.0.0.1:9080".into(),
+            dispatch: Dispatch::Pool,
+            pool: PoolConfig::default(),
+            max_connections: 10_000,
+            max_in_flight_per_connection: 4096,
+            shutdown_grace: Duration::from_secs(10),
+            transport: TransportConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Loads a config from a `.toml`, `.yaml` or `.yml` file and validates it.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, RpcError> {
+        let config: ServerConfig = rpc_core::config::load_file(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value; the error names the offending key.
+    pub fn validate(&self) -> Result<(), RpcError> {
+        if self.addr.is_empty() {
+            return Err(RpcError::config("addr", "must be host:port"));
+        }
+        self.pool
+            .validate()
+            .map_err(|reason| RpcError::config("pool", reason))?;
+        if self.max_connections == 0 {
+            return Err(RpcError::config("max_connections", "must be at least 1"));
+        }
+        if self.max_in_flight_per_connection == 0 {
+            return Err(RpcError::config(
+                "max_in_flight_per_connection",
+                "must be at least 1",
+            ));
+        }
+        self.transport.validate("transport.")
+    }
+
+    /// Sets the listen address.
+    pub fn with_addr(mut self, addr: impl Into<String>) -> Self {
+        self.addr = addr.into();
+        self
+    }
+
+    /// Sets the dispatch mode.
+    pub fn with_dispatch(mut self, dispatch: Dispatch) -> Self {
+        self.dispatch = dispatch;
+        self
+    }
+
+    /// Sets the worker pool.
+    pub fn with_pool(mut self, pool: PoolConfig) -> Self {
+        self.pool = pool;
+        self
+    }
+}

@@ -1,0 +1,227 @@
+//! One task per accepted connection: read request frames, route them, run them
+//! (on this task, or on the worker pool), answer through the connection's
+//! [`FrameWriter`].
+//!
+//! In `direct` mode the handlers' futures are polled by this very task (a
+//! `FuturesUnordered`), so several calls of one connection still progress
+//! concurrently without a task spawn per call, and a handler that blocks stalls
+//! only its own connection — exactly jkrpc's "handle in the I/O thread" trade-off.
+//!
+//! Each connection has at most `max_in_flight_per_connection` calls in progress;
+//! at the limit the task stops reading, and TCP flow control pushes back on the
+//! client. During graceful shutdown the task keeps reading only to answer new
+//! requests `ShuttingDown`, waits for its in-flight calls, lets the writer flush,
+//! and closes.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use rpc_codec::{Frame, FrameKind, OutFrame};
+use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
+use rpc_transport::heartbeat::{self, Activity};
+use rpc_transport::{CloseSignal, FrameReader, FrameWriter, Outbound};
+use tokio::net::TcpStream;
+use tracing::{debug, trace, warn};
+
+use crate::dispatch::{execute, InFlight, InFlightPermit, PoolJob, ServerCtx};
+use crate::router::Route;
+
+/// Decrements the open-connection gauge however the task ends.
+struct OpenGuard(Arc<ServerCtx>);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.stats.open_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub(crate) async fn serve_connection(stream: TcpStream, peer_addr: SocketAddr, ctx: Arc<ServerCtx>) {
+    let _open = OpenGuard(ctx.clone());
+    let transport = &ctx.config.transport;
+    let peer: Arc<str> = peer_addr.to_string().into();
+    if let Err(e) = stream.set_nodelay(transport.nodelay) {
+        debug!(%peer, error = %e, "could not set TCP_NODELAY");
+    }
+    let (read_half, write_half) = stream.into_split();
+    let close = Arc::new(CloseSignal::new());
+    let writer = FrameWriter::spawn(write_half, transport, close.clone(), peer.clone());
+    let mut reader = FrameReader::new(
+        read_half,
+        transport.max_frame_size,
+        transport.read_buffer_min,
+        transport.read_buffer_max,
+    );
+    let activity = Arc::new(Activity::default());
+    heartbeat::spawn(
+        activity.clone(),
+        transport.heartbeat_interval,
+        transport.idle_timeout,
+        None,
+        close.clone(),
+    );
+
+    let in_flight = Arc::new(InFlight::default());
+    let max_in_flight = ctx.config.max_in_flight_per_connection;
+    let mut direct = FuturesUnordered::new();
+    let mut stopping = false;
+
+    loop {
+        if stopping && in_flight.get() == 0 {
+            break;
+        }
+        let can_read = in_flight.get() < max_in_flight;
+        tokio::select! {
+            biased;
+            _ = close.closed() => break,
+            _ = ctx.force_close.cancelled() => {
+                close.close("server shut down before this connection's calls finished");
+                break;
+            }
+            _ = ctx.stopping.cancelled(), if !stopping => stopping = true,
+            Some(()) = direct.next(), if !direct.is_empty() => {}
+            _ = in_flight.changed.notified(), if !can_read || stopping => {}
+            next = reader.next(), if can_read => match next {
+                Ok(Some(frame)) => {
+                    activity.bump();
+                    let conn = Conn { ctx: &ctx, writer: &writer, peer: peer_addr, stopping };
+                    if let Some(call) = conn.on_frame(frame, &in_flight).await {
+                        direct.push(call.run(&ctx, &writer));
+                    }
+                }
+                Ok(None) => {
+                    close.close("the client closed the connection");
+                    break;
+                }
+                Err(e) => {
+                    warn!(%peer, error = %e, "closing connection: bad input from client");
+                    close.close(e.to_string());
+                    break;
+                }
+            }
+        }
+    }
+    drop(direct);
+    // Let the writer flush what is queued (it closes the signal when done),
+    // unless the server is being forced down.
+    drop(writer);
+    tokio::select! {
+        _ = close.closed() => {}
+        _ = ctx.force_close.cancelled() => close.close("server shut down"),
+        _ = tokio::time::sleep(Duration::from_secs(5)) => close.close("writer did not finish in 5 s"),
+    }
+    debug!(%peer, reason = close.reason(), "connection closed");
+}
+
+/// A call to run on the connection task (direct dispatch).
+struct DirectCall {
+    route: Route,
+    req: RpcRequest,
+    id: u64,
+    permit: InFlightPermit,
+}
+
+impl DirectCall {
+    async fn run(self, ctx: &ServerCtx, writer: &FrameWriter) {
+        let frame = execute(ctx, &self.route, self.req, self.id).await;
+        let _ = writer.send(Outbound::frame(frame)).await;
+        drop(self.permit);
+    }
+}
+
+struct Conn<'a> {
+    ctx: &'a Arc<ServerCtx>,
+    writer: &'a FrameWriter,
+    peer: SocketAddr,
+    stopping: bool,
+}
+
+impl Conn<'_> {
+    async fn reply(&self, frame: OutFrame) {
+        let _ = self.writer.send(Outbound::frame(frame)).await;
+    }
+
+    async fn reply_error(&self, id: u64, serializer: u8, err: RpcError) {
+        self.ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+        self.reply(OutFrame::error(id, serializer, &err)).await;
+    }
+
+    /// Handles one frame; returns a call for the caller to run when dispatch is direct.
+    async fn on_frame(&self, frame: Frame, in_flight: &Arc<InFlight>) -> Option<DirectCall> {
+        let id = frame.header.request_id;
+        match frame.header.kind {
+            FrameKind::Request => {}
+            FrameKind::Ping => {
+                self.reply(OutFrame::control(FrameKind::Pong, id)).await;
+                return None;
+            }
+            FrameKind::Pong => return None,
+            FrameKind::Cancel => {
+                trace!(peer = %self.peer, request_id = id, "cancel received (advisory; the call runs to completion)");
+                return None;
+            }
+            FrameKind::Response => {
+                warn!(peer = %self.peer, request_id = id, "a client sent a response frame: ignored");
+                return None;
+            }
+        }
+        let received = Instant::now();
+        self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let raw_ser = frame.header.serializer;
+        let serializer = match SerializerKind::from_id(raw_ser) {
+            Ok(s) => s,
+            Err(e) => {
+                self.reply_error(id, raw_ser, e).await;
+                return None;
+            }
+        };
+        if self.stopping {
+            self.reply_error(id, raw_ser, RpcError::ShuttingDown).await;
+            return None;
+        }
+        let route = match self.ctx.router.route(frame.meta.service(), frame.meta.method()) {
+            Ok(r) => r,
+            Err(e) => {
+                self.reply_error(id, raw_ser, e).await;
+                return None;
+            }
+        };
+        let timeout_ms = frame.header.timeout_ms;
+        let req = RpcRequest {
+            service: Cow::Borrowed(route.service),
+            method: Cow::Borrowed(route.method),
+            serializer,
+            metadata: frame.meta.metadata,
+            body: frame.body,
+            timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64)),
+            peer: Some(self.peer),
+        };
+        let permit = in_flight.acquire();
+        match (self.ctx.dispatch(), &self.ctx.pool) {
+            (Dispatch::Pool, Some(pool)) => {
+                let job = PoolJob {
+                    ctx: self.ctx.clone(),
+                    route,
+                    req,
+                    id,
+                    received,
+                    writer: self.writer.clone(),
+                    permit,
+                };
+                if let Err(busy) = job.submit(pool) {
+                    self.reply(busy).await;
+                }
+                None
+            }
+            _ => Some(DirectCall {
+                route,
+                req,
+                id,
+                permit,
+            }),
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! [`Server`]: building, starting and stopping a brisk server.
+//!
+//! `start()` binds, creates the worker pool (pool dispatch), spawns the accept
+//! loop on the current tokio runtime and returns a [`ServerHandle`]. The handle
+//! owns the server: [`ServerHandle::shutdown`] stops accepting, lets in-flight
+//! calls finish (bounded by `shutdown_grace`), flushes their answers and closes;
+//! dropping the handle without calling it closes everything at once.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rpc_core::{Dispatch, Interceptor, RpcError, ServiceHandler};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::connection::serve_connection;
+use crate::dispatch::ServerCtx;
+use crate::pool::{PoolStats, WorkerPool};
+use crate::router::Router;
+use crate::stats::{ServerStats, StatsSnapshot};
+use crate::ServerConfig;
+
+/// Entry point: `Server::builder()`.
+pub struct Server;
+
+impl Server {
+    /// A builder with the default [`ServerConfig`].
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            config: ServerConfig::default(),
+            router: Router::new(),
+            interceptors: Vec::new(),
+        }
+    }
+}
+
+/// Collects config, services and interceptors, then starts the server.
+pub struct ServerBuilder {
+    config: ServerConfig,
+    router: Router,
+    interceptors: Vec<Arc<dyn Interceptor>>,
+}
+
+impl ServerBuilder {
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets the listen address.
+    pub fn addr(mut self, addr: impl Into<String>) -> Self {
+        self.config.addr = addr.into();
+        self
+    }
+
+    /// Sets the dispatch mode.
+    pub fn dispatch(mut self, dispatch: Dispatch) -> Self {
+        self.config.dispatch = dispatch;
+        self
+    }
+
+    /// Serves a service (what `brisk::service!` generates as `XxxServer`).
+    pub fn service(mut self, handler: impl ServiceHandler) -> Self {
+        self.router.add(Arc::new(handler));
+        self
+    }
+
+    /// Serves an already shared service.
+    pub fn service_arc(mut self, handler: Arc<dyn ServiceHandler>) -> Self {
+        self.router.add(handler);
+        self
+    }
+
+    /// Adds a server interceptor; the first added is the outermost.
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
+    /// Validates the config, binds, and starts serving on the current runtime.
+    pub async fn start(self) -> Result<ServerHandle, RpcError> {
+        self.config.validate()?;
+        let listener = TcpListener::bind(&self.config.addr).await.map_err(|e| RpcError::Io {
+            context: format!("binding the server to {}", self.config.addr),
+            reason: format!("{e} (is another process using the port?)"),
+        })?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| RpcError::io("reading the bound address", &e))?;
+        let pool = match self.config.dispatch {
+            Dispatch::Pool => {
+                let mut pool_config = self.config.pool.clone();
+                if pool_config.name.is_empty() {
+                    pool_config.name = "brisk-worker".into();
+                }
+                let pool = WorkerPool::new(pool_config)
+                    .map_err(|e| RpcError::config("pool", e.to_string()))?;
+                Some(Arc::new(pool))
+            }
+            Dispatch::Direct => None,
+        };
+        let ctx = Arc::new(ServerCtx {
+            router: self.router,
+            interceptors: self.interceptors,
+            pool,
+            runtime: tokio::runtime::Handle::current(),
+            config: self.config,
+            stopping: CancellationToken::new(),
+            force_close: CancellationToken::new(),
+            stats: Arc::new(ServerStats::default()),
+        });
+        let tracker = TaskTracker::new();
+        let accept = tokio::spawn(accept_loop(listener, ctx.clone(), tracker.clone()));
+        info!(addr = %local_addr, dispatch = %ctx.config.dispatch, "brisk server listening");
+        Ok(ServerHandle {
+            local_addr,
+            ctx,
+            tracker,
+            accept: Some(accept),
+        })
+    }
+}
+
+async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, tracker: TaskTracker) {
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = ctx.stopping.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                backoff = Duration::from_millis(1);
+                ctx.stats.accepted_connections.fetch_add(1, Ordering::Relaxed);
+                let open = ctx.stats.open_connections.fetch_add(1, Ordering::Relaxed);
+                if open >= ctx.config.max_connections {
+                    ctx.stats.open_connections.fetch_sub(1, Ordering::Relaxed);
+                    ctx.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
+                    warn!(%peer, max = ctx.config.max_connections, "max_connections reached: connection closed");
+                    drop(stream);
+                    continue;
+                }
+                tracker.spawn(serve_connection(stream, peer, ctx.clone()));
+            }
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                warn!(error = %e, "accept failed; backing off {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
+        }
+    }
+    // Dropping the listener here refuses new connections at once.
+}
+
+/// What a graceful shutdown achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// True when every in-flight call finished within the grace period.
+    pub drained: bool,
+    /// How long the shutdown took.
+    pub elapsed: Duration,
+}
+
+/// A running server. Dropping it closes every connection immediately; call
+/// [`shutdown`](ServerHandle::shutdown) for a graceful stop.
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    ctx: Arc<ServerCtx>,
+    tracker: TaskTracker,
+    accept: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The bound address (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Server counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.ctx.stats.snapshot()
+    }
+
+    /// Worker pool counters (pool dispatch only).
+    pub fn pool_stats(&self) -> Option<PoolStats> {
+        self.ctx.pool.as_ref().map(|p| p.stats())
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.ctx.config
+    }
+
+    /// Stops accepting, answers new requests `ShuttingDown`, waits up to
+    /// `shutdown_grace` for in-flight calls and their answers, then closes.
+    pub async fn shutdown(mut self) -> ShutdownReport {
+        self.shutdown_inner().await
+    }
+
+    async fn shutdown_inner(&mut self) -> ShutdownReport {
+        let start = Instant::now();
+        self.ctx.stopping.cancel();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        self.tracker.close();
+        let grace = self.ctx.config.shutdown_grace;
+        let drained = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
+        if !drained {
+            warn!(?grace, "shutdown grace period over: closing remaining connections");
+            self.ctx.force_close.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
+        }
+        self.ctx.force_close.cancel();
+        if let Some(pool) = self.ctx.pool.clone() {
+            let _ = tokio::task::spawn_blocking(move || pool.shutdown(Duration::from_secs(2))).await;
+        }
+        info!(addr = %self.local_addr, drained, "brisk server stopped");
+        ShutdownReport {
+            drained,
+            elapsed: start.elapsed(),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.ctx.stopping.cancel();
+        self.ctx.force_close.cancel();
+    }
+}

@@ -1,0 +1,45 @@
+//! [`ServerStats`]: cheap counters an operator (and the benchmark suite) reads.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Live counters of one server.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Connections currently open.
+    pub open_connections: AtomicUsize,
+    /// Connections accepted since start.
+    pub accepted_connections: AtomicU64,
+    /// Connections refused by `max_connections`.
+    pub refused_connections: AtomicU64,
+    /// Requests read.
+    pub requests: AtomicU64,
+    /// Requests answered with an error status.
+    pub errors: AtomicU64,
+    /// Requests rejected because the worker pool was full.
+    pub busy_rejections: AtomicU64,
+}
+
+/// A point-in-time copy of [`ServerStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatsSnapshot {
+    pub open_connections: usize,
+    pub accepted_connections: u64,
+    pub refused_connections: u64,
+    pub requests: u64,
+    pub errors: u64,
+    pub busy_rejections: u64,
+}
+
+impl ServerStats {
+    /// Reads all counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            open_connections: self.open_connections.load(Ordering::Relaxed),
+            accepted_connections: self.accepted_connections.load(Ordering::Relaxed),
+            refused_connections: self.refused_connections.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            busy_rejections: self.busy_rejections.load(Ordering::Relaxed),
+        }
+    }
+}
