@@ -1,1 +1,37 @@
-//! rpc-client
+//! # rpc-client: calling brisk services
+//!
+//! This crate owns the caller's side: the [`Client`] (config, per-call options,
+//! timeouts with precedence config < per-method < per-call, retries of transport
+//! failures under `max_try_count`, client interceptors) and the three ways of
+//! holding connections to a server address ([`connections`]): `reused`,
+//! `pooled` and `fixed`.
+//!
+//! It does not own sockets or framing (`rpc-transport`, `rpc-codec`) nor typed
+//! service definitions (`brisk::service!` generates typed clients on top of
+//! [`Client::call`]).
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), rpc_core::RpcError> {
+//! use rpc_client::{CallOptions, Client};
+//! use rpc_core::ConnectType;
+//!
+//! let client = Client::builder()
+//!     .addr("127.0.0.1:9000")
+//!     .connect_type(ConnectType::Fixed)
+//!     .connections(4)
+//!     .build()
+//!     .await?;
+//! let greeting: String = client
+//!     .call("Hello", "greet", &("brisk".to_string(),), &CallOptions::default())
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+pub mod client;
+pub mod config;
+pub mod connections;
+pub mod options;
+
+pub use client::{Client, ClientBuilder};
+pub use config::{ClientConfig, PoolHold};
+pub use options::CallOptions;

@@ -1,0 +1,301 @@
+//! [`Client`]: the untyped caller that typed clients are generated on.
+//!
+//! A call serializes its arguments once, runs through the client interceptors
+//! (skipped entirely when there are none), and then the transport attempt loop:
+//! acquire a connection per the connect type, send, wait for the answer. A
+//! transport failure (connect refused, connection closed, write failed) is tried
+//! again — on a freshly acquired connection — up to `max_try_count` attempts in
+//! all; a handler error, a busy answer or a timeout is returned as is. One
+//! deadline covers every attempt, resolved as per-call > per-method > default.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::BytesMut;
+use rpc_codec::{BodyCodec, OutFrame, Status};
+use rpc_core::{
+    ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind, WriteMode,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::config::PoolHold;
+use crate::connections::{Connections, Lease};
+use crate::{CallOptions, ClientConfig};
+
+struct Inner {
+    config: ClientConfig,
+    /// `Service` → `method` → timeout, resolved from `method_timeouts_ms`.
+    method_timeouts: HashMap<String, HashMap<String, Duration>>,
+    connections: Connections,
+    interceptors: Vec<Arc<dyn Interceptor>>,
+}
+
+/// A client of one server address. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// Builds a [`Client`]; every setting defaults to jkrpc's.
+pub struct ClientBuilder {
+    config: ClientConfig,
+    interceptors: Vec<Arc<dyn Interceptor>>,
+}
+
+impl Client {
+    /// A builder with the default [`ClientConfig`].
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder {
+            config: ClientConfig::default(),
+            interceptors: Vec::new(),
+        }
+    }
+
+    /// Calls `service.method` with `args` (a tuple of the method's arguments) and
+    /// decodes the result as `R`.
+    pub async fn call<A, R>(&self, service: &'static str, method: &'static str, args: &A, options: &CallOptions) -> Result<R, RpcError>
+    where
+        A: Serialize + ?Sized,
+        R: DeserializeOwned,
+    {
+        let serializer = options.serializer.unwrap_or(self.inner.config.serializer);
+        let mut body = BytesMut::new();
+        serializer.encode(args, &mut body)?;
+        let mut req = RpcRequest::new(service, method, serializer, body.freeze());
+        req.metadata = options.metadata.clone();
+        req.timeout = Some(options.timeout.unwrap_or_else(|| self.timeout_for(service, method)));
+        let write_mode = options.write_mode.unwrap_or(self.inner.config.write_mode);
+        let response = if self.inner.interceptors.is_empty() {
+            self.invoke(req, write_mode).await?
+        } else {
+            let endpoint = TransportEndpoint { client: self, write_mode };
+            Next::new(&self.inner.interceptors, &endpoint).run(req).await?
+        };
+        serializer.decode(&response.body)
+    }
+
+    /// Sends an already serialized request through the interceptors and the
+    /// transport (what the HTTP gateway and generic tools use).
+    pub async fn call_raw(&self, mut req: RpcRequest) -> Result<RpcResponse, RpcError> {
+        if req.timeout.is_none() {
+            req.timeout = Some(self.timeout_for(&req.service, &req.method));
+        }
+        let endpoint = TransportEndpoint {
+            client: self,
+            write_mode: self.inner.config.write_mode,
+        };
+        Next::new(&self.inner.interceptors, &endpoint).run(req).await
+    }
+
+    /// The timeout a call of `service.method` gets without a per-call override.
+    pub fn timeout_for(&self, service: &str, method: &str) -> Duration {
+        self.inner
+            .method_timeouts
+            .get(service)
+            .and_then(|m| m.get(method))
+            .copied()
+            .unwrap_or(self.inner.config.request_timeout)
+    }
+
+    /// The transport attempt loop.
+    async fn invoke(&self, req: RpcRequest, write_mode: WriteMode) -> Result<RpcResponse, RpcError> {
+        let timeout = req.timeout.unwrap_or(self.inner.config.request_timeout);
+        let deadline = Instant::now() + timeout;
+        let serializer = req.serializer;
+        let frame = OutFrame {
+            metadata: req.metadata,
+            ..OutFrame::request(0, serializer.id(), req.service, req.method, req.body)
+        };
+        let max_tries = self.inner.config.max_try_count.max(1);
+        let (service, method) = (frame.service.clone(), frame.method.clone());
+        let mut frame = Some(frame);
+        let mut attempt = 1;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let this_try = if attempt < max_tries { frame.clone() } else { frame.take() };
+            let Some(this_try) = this_try.filter(|_| !remaining.is_zero()) else {
+                return Err(RpcError::Timeout {
+                    service: service.to_string(),
+                    method: method.to_string(),
+                    timeout,
+                });
+            };
+            match self.attempt(this_try, &service, &method, write_mode, remaining).await {
+                Err(e) if e.is_transport() && attempt < max_tries => {
+                    tracing::debug!(attempt, error = %e, "transport failure; retrying");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One try: acquire a connection, send, wait for the answer.
+    async fn attempt(
+        &self,
+        frame: OutFrame,
+        service: &Cow<'static, str>,
+        method: &Cow<'static, str>,
+        write_mode: WriteMode,
+        remaining: Duration,
+    ) -> Result<RpcResponse, RpcError> {
+        let timeout_err = || RpcError::Timeout {
+            service: service.to_string(),
+            method: method.to_string(),
+            timeout: remaining,
+        };
+        let lease = tokio::time::timeout(remaining, self.inner.connections.acquire())
+            .await
+            .map_err(|_| timeout_err())??;
+        let pending = lease.connection().send(frame, write_mode, remaining).await?;
+        let hold_until_response = matches!(lease, Lease::Pooled(_))
+            && self.inner.config.pool_hold == PoolHold::Response;
+        let lease = if hold_until_response {
+            Some(lease)
+        } else {
+            drop(lease);
+            None
+        };
+        let frame = pending.response().await?;
+        drop(lease);
+        match frame.status() {
+            Status::Ok => Ok(RpcResponse::new(frame.body)),
+            status => Err(status.decode_error(&frame.body, service, method)),
+        }
+    }
+
+    /// The effective configuration.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// The connect type in use.
+    pub fn connect_type(&self) -> ConnectType {
+        self.inner.config.connect_type
+    }
+
+    /// Connections currently open to the server.
+    pub fn open_connections(&self) -> usize {
+        self.inner.connections.open_count()
+    }
+
+    /// Closes this client's connections (a reused connection closes with its
+    /// last client). Calls made afterwards reconnect.
+    pub fn close(&self) {
+        self.inner.connections.close();
+    }
+}
+
+/// The end of the client interceptor chain: the transport.
+struct TransportEndpoint<'a> {
+    client: &'a Client,
+    write_mode: WriteMode,
+}
+
+#[async_trait]
+impl Endpoint for TransportEndpoint<'_> {
+    async fn call(&self, req: RpcRequest) -> Result<RpcResponse, RpcError> {
+        self.client.invoke(req, self.write_mode).await
+    }
+}
+
+impl ClientBuilder {
+    /// Replaces the whole configuration.
+    pub fn config(mut self, config: ClientConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Server address, `host:port`.
+    pub fn addr(mut self, addr: impl Into<String>) -> Self {
+        self.config.addr = addr.into();
+        self
+    }
+
+    /// How connections are held.
+    pub fn connect_type(mut self, connect_type: ConnectType) -> Self {
+        self.config.connect_type = connect_type;
+        self
+    }
+
+    /// `fixed`: connections per address; `pooled`: the maximum.
+    pub fn connections(mut self, n: usize) -> Self {
+        self.config.connections = n;
+        self.config.max_connections = n;
+        self.config.min_connections = self.config.min_connections.min(n);
+        self
+    }
+
+    /// When a request counts as written.
+    pub fn write_mode(mut self, mode: WriteMode) -> Self {
+        self.config.write_mode = mode;
+        self
+    }
+
+    /// Default serializer.
+    pub fn serializer(mut self, serializer: SerializerKind) -> Self {
+        self.config.serializer = serializer;
+        self
+    }
+
+    /// Default request timeout.
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.config.request_timeout = timeout;
+        self
+    }
+
+    /// Timeout of one method (`Service`, `method`).
+    pub fn method_timeout(mut self, service: &str, method: &str, timeout: Duration) -> Self {
+        self.config
+            .method_timeouts
+            .insert(format!("{service}.{method}"), timeout.as_millis() as u64);
+        self
+    }
+
+    /// Attempts per call (1 = no retry).
+    pub fn max_try_count(mut self, n: u32) -> Self {
+        self.config.max_try_count = n;
+        self
+    }
+
+    /// Connect on first use instead of at build.
+    pub fn lazy_connect(mut self, lazy: bool) -> Self {
+        self.config.lazy_connect = lazy;
+        self
+    }
+
+    /// Adds a client interceptor; the first added is the outermost.
+    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
+    /// Validates the config and sets up the connections (connecting now unless
+    /// `lazy_connect`: an unreachable server is an error here, not at the first call).
+    pub async fn build(self) -> Result<Client, RpcError> {
+        self.config.validate()?;
+        let mut method_timeouts: HashMap<String, HashMap<String, Duration>> = HashMap::new();
+        for (key, ms) in &self.config.method_timeouts {
+            if let Some((service, method)) = key.split_once('.') {
+                method_timeouts
+                    .entry(service.to_owned())
+                    .or_default()
+                    .insert(method.to_owned(), Duration::from_millis(*ms));
+            }
+        }
+        let connections = Connections::new(&self.config).await?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config: self.config,
+                method_timeouts,
+                connections,
+                interceptors: self.interceptors,
+            }),
+        })
+    }
+}

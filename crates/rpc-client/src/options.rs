@@ -1,0 +1,46 @@
+//! [`CallOptions`]: what a single call may override.
+
+use std::time::Duration;
+
+use rpc_core::{Metadata, SerializerKind, WriteMode};
+
+/// Per-call settings; anything left `None` falls back to the client's config.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Timeout of this call (beats the per-method and the default timeout).
+    pub timeout: Option<Duration>,
+    /// Metadata sent with the call.
+    pub metadata: Metadata,
+    /// Serializer for this call.
+    pub serializer: Option<SerializerKind>,
+    /// Write mode for this call.
+    pub write_mode: Option<WriteMode>,
+}
+
+impl CallOptions {
+    /// Options with a timeout.
+    pub fn timeout(timeout: Duration) -> Self {
+        CallOptions {
+            timeout: Some(timeout),
+            ..CallOptions::default()
+        }
+    }
+
+    /// Adds a metadata entry.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key, value);
+        self
+    }
+
+    /// Sets the timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the serializer.
+    pub fn with_serializer(mut self, serializer: SerializerKind) -> Self {
+        self.serializer = Some(serializer);
+        self
+    }
+}
