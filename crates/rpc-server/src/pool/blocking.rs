@@ -146,6 +146,19 @@ mod tests {
     }
 
     #[test]
+    fn huge_timeout_means_no_limit() {
+        let q = Arc::new(BlockingQueue::new(1));
+        let (tx, rx) = mpsc::channel();
+        let q2 = Arc::clone(&q);
+        let h = std::thread::spawn(move || {
+            tx.send(q2.poll(Some(Duration::MAX)).is_some()).ok();
+        });
+        q.close();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(false));
+        h.join().unwrap();
+    }
+
+    #[test]
     fn close_wakes_parked_poller() {
         let q = Arc::new(BlockingQueue::new(1));
         let (tx, rx) = mpsc::channel();

@@ -74,6 +74,7 @@ mod transfer;
 
 use blocking::BlockingQueue;
 use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
 use std::any::Any;
 use std::fmt;
 use std::io;
@@ -91,7 +92,11 @@ pub type Task = Box<dyn FnOnce() + Send + 'static>;
 
 /// Which queue sits between submitters and workers. See the [module
 /// docs](self) for the trade-offs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Written `"blocking"` / `"transfer"` in config files (serde) and accepted
+/// that way by [`FromStr`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum QueueKind {
     /// Mutex + condvar FIFO (Java `LinkedBlockingQueue`), bounded by
     /// `queue_size` queued tasks.
@@ -129,7 +134,23 @@ impl FromStr for QueueKind {
 }
 
 /// Sizing and behaviour of a [`WorkerPool`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Deserializable (serde) with every key optional, defaulting as in
+/// [`PoolConfig::default`]; `keep_alive` is written in milliseconds:
+///
+/// ```toml
+/// core_threads = 2          # default: number of CPUs
+/// max_threads = 16          # default: core × 8
+/// queue_size = 100000
+/// keep_alive_ms = 60000
+/// queue = "transfer"        # blocking | transfer
+/// name = "brisk-worker"
+/// ```
+///
+/// Deserializing does not validate; call [`validate`](Self::validate) (which
+/// [`WorkerPool::new`] also does).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PoolConfig {
     /// Threads started up front that never retire before shutdown. May be 0.
     pub core_threads: usize,
@@ -139,7 +160,9 @@ pub struct PoolConfig {
     /// queued tasks; for [`QueueKind::Transfer`] the pool accepts at most
     /// `queue_size + max_threads` unfinished tasks.
     pub queue_size: usize,
-    /// How long a thread above `core_threads` may stay idle before it exits.
+    /// How long a thread above `core_threads` may stay idle before it exits
+    /// (`keep_alive_ms` in config files).
+    #[serde(rename = "keep_alive_ms", with = "rpc_core::config::duration_ms")]
     pub keep_alive: Duration,
     /// Queue implementation.
     pub queue: QueueKind,
@@ -165,24 +188,24 @@ impl Default for PoolConfig {
 }
 
 impl PoolConfig {
-    /// Checks the invariants [`WorkerPool::new`] relies on; the error message
-    /// names the offending field.
-    pub fn validate(&self) -> Result<(), PoolError> {
-        let invalid = |msg: String| Err(PoolError::InvalidConfig(msg));
+    /// Checks the invariants [`WorkerPool::new`] relies on: `max_threads ≥ 1`,
+    /// `core_threads ≤ max_threads`, `queue_size ≥ 1`, no NUL in `name`. The
+    /// error message starts with the offending field's name.
+    pub fn validate(&self) -> Result<(), String> {
         if self.max_threads == 0 {
-            return invalid("max_threads must be at least 1".to_owned());
+            return Err("max_threads must be at least 1".to_owned());
         }
         if self.core_threads > self.max_threads {
-            return invalid(format!(
+            return Err(format!(
                 "core_threads ({}) must not exceed max_threads ({})",
                 self.core_threads, self.max_threads
             ));
         }
         if self.queue_size == 0 {
-            return invalid("queue_size must be at least 1".to_owned());
+            return Err("queue_size must be at least 1".to_owned());
         }
         if self.name.contains('\0') {
-            return invalid("name must not contain NUL bytes".to_owned());
+            return Err("name must not contain NUL bytes".to_owned());
         }
         Ok(())
     }
@@ -537,7 +560,7 @@ pub struct WorkerPool {
 impl WorkerPool {
     /// Validates `config` and starts `core_threads` threads.
     pub fn new(config: PoolConfig) -> Result<WorkerPool, PoolError> {
-        config.validate()?;
+        config.validate().map_err(PoolError::InvalidConfig)?;
         let (queue, submit_limit): (Box<dyn TaskQueue>, usize) = match config.queue {
             QueueKind::Blocking => (Box::new(BlockingQueue::new(config.queue_size)), usize::MAX),
             QueueKind::Transfer => (

@@ -123,10 +123,41 @@ fn validate_names_the_field() {
         ),
     ];
     for (cfg, field) in bad {
+        let msg = cfg.validate().unwrap_err();
+        assert!(msg.starts_with(field), "{msg}");
         let err = WorkerPool::new(cfg).unwrap_err();
         assert!(matches!(err, PoolError::InvalidConfig(_)));
         assert!(err.to_string().contains(field), "{err}");
     }
+}
+
+#[test]
+fn config_reads_from_toml_and_yaml() {
+    use rpc_core::config::{parse_str, ConfigFormat};
+    let cfg: PoolConfig = parse_str(
+        "core_threads = 2\nmax_threads = 16\nqueue_size = 500\nkeep_alive_ms = 1500\nqueue = \"blocking\"\n",
+        ConfigFormat::Toml,
+    )
+    .unwrap();
+    assert_eq!(
+        cfg,
+        PoolConfig {
+            core_threads: 2,
+            max_threads: 16,
+            queue_size: 500,
+            keep_alive: Duration::from_millis(1500),
+            queue: QueueKind::Blocking,
+            name: "brisk-worker".into(),
+        }
+    );
+    // Every key is optional.
+    let cfg: PoolConfig = parse_str("queue: transfer\n", ConfigFormat::Yaml).unwrap();
+    assert_eq!(cfg, PoolConfig::default());
+    // Typos and unknown queue kinds are errors naming the key.
+    let err = parse_str::<PoolConfig>("keep_alive = 5\n", ConfigFormat::Toml).unwrap_err();
+    assert!(err.to_string().contains("keep_alive"), "{err}");
+    let err = parse_str::<PoolConfig>("queue = \"linked\"\n", ConfigFormat::Toml).unwrap_err();
+    assert!(err.to_string().contains("queue"), "{err}");
 }
 
 #[test]

@@ -26,7 +26,7 @@
 use super::{Task, TaskQueue};
 use crossbeam_channel::{select, Receiver, Sender};
 use parking_lot::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// An unbounded lock-free hand-off queue (bounded by the pool's submitted
 /// counter, not here).
@@ -62,12 +62,17 @@ impl TaskQueue for TransferQueue {
         if let Ok(task) = self.rx.try_recv() {
             return Some(task);
         }
-        match timeout {
-            Some(t) if t.is_zero() => None,
-            Some(t) => select! {
+        // A timeout too large to express as an `Instant` means "no limit".
+        let deadline = match timeout {
+            Some(t) if t.is_zero() => return None,
+            Some(t) => Instant::now().checked_add(t),
+            None => None,
+        };
+        match deadline {
+            Some(deadline) => select! {
                 recv(self.rx) -> task => task.ok(),
                 recv(self.close_rx) -> _ => self.rx.try_recv().ok(),
-                default(t) => None,
+                recv(crossbeam_channel::at(deadline)) -> _ => self.rx.try_recv().ok(),
             },
             None => select! {
                 recv(self.rx) -> task => task.ok(),
@@ -115,6 +120,19 @@ mod tests {
     fn poll_times_out_when_empty() {
         let q = TransferQueue::new();
         assert!(q.poll(Some(Duration::from_millis(5))).is_none());
+    }
+
+    #[test]
+    fn huge_timeout_means_no_limit() {
+        let q = Arc::new(TransferQueue::new());
+        let (tx, rx) = mpsc::channel();
+        let q2 = Arc::clone(&q);
+        let h = std::thread::spawn(move || {
+            tx.send(q2.poll(Some(Duration::MAX)).is_some()).ok();
+        });
+        assert!(q.offer(Box::new(|| {})).is_ok());
+        assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
+        h.join().unwrap();
     }
 
     #[test]
