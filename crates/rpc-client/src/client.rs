@@ -130,6 +130,14 @@ impl Client {
                     tracing::debug!(attempt, error = %e, "transport failure; retrying");
                     attempt += 1;
                 }
+                // Report the call's whole budget, not what was left for this try.
+                Err(RpcError::Timeout { .. }) => {
+                    return Err(RpcError::Timeout {
+                        service: service.to_string(),
+                        method: method.to_string(),
+                        timeout,
+                    })
+                }
                 other => return other,
             }
         }

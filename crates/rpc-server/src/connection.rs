@@ -35,11 +35,18 @@ struct OpenGuard(Arc<ServerCtx>);
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {
-        self.0.stats.open_connections.fetch_sub(1, Ordering::Relaxed);
+        self.0
+            .stats
+            .open_connections
+            .fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-pub(crate) async fn serve_connection(stream: TcpStream, peer_addr: SocketAddr, ctx: Arc<ServerCtx>) {
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    peer_addr: SocketAddr,
+    ctx: Arc<ServerCtx>,
+) {
     let _open = OpenGuard(ctx.clone());
     let transport = &ctx.config.transport;
     let peer: Arc<str> = peer_addr.to_string().into();
@@ -182,7 +189,11 @@ impl Conn<'_> {
             self.reply_error(id, raw_ser, RpcError::ShuttingDown).await;
             return None;
         }
-        let route = match self.ctx.router.route(frame.meta.service(), frame.meta.method()) {
+        let route = match self
+            .ctx
+            .router
+            .route(frame.meta.service(), frame.meta.method())
+        {
             Ok(r) => r,
             Err(e) => {
                 self.reply_error(id, raw_ser, e).await;

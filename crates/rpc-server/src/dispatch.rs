@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::FutureExt;
 use rpc_codec::OutFrame;
-use rpc_core::{Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler};
+use rpc_core::{
+    Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler,
+};
 use rpc_transport::{FrameWriter, Outbound};
 use tokio_util::sync::CancellationToken;
 

@@ -85,10 +85,12 @@ impl ServerBuilder {
     /// Validates the config, binds, and starts serving on the current runtime.
     pub async fn start(self) -> Result<ServerHandle, RpcError> {
         self.config.validate()?;
-        let listener = TcpListener::bind(&self.config.addr).await.map_err(|e| RpcError::Io {
-            context: format!("binding the server to {}", self.config.addr),
-            reason: format!("{e} (is another process using the port?)"),
-        })?;
+        let listener = TcpListener::bind(&self.config.addr)
+            .await
+            .map_err(|e| RpcError::Io {
+                context: format!("binding the server to {}", self.config.addr),
+                reason: format!("{e} (is another process using the port?)"),
+            })?;
         let local_addr = listener
             .local_addr()
             .map_err(|e| RpcError::io("reading the bound address", &e))?;
@@ -137,11 +139,15 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, tracker: TaskTr
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::from_millis(1);
-                ctx.stats.accepted_connections.fetch_add(1, Ordering::Relaxed);
+                ctx.stats
+                    .accepted_connections
+                    .fetch_add(1, Ordering::Relaxed);
                 let open = ctx.stats.open_connections.fetch_add(1, Ordering::Relaxed);
                 if open >= ctx.config.max_connections {
                     ctx.stats.open_connections.fetch_sub(1, Ordering::Relaxed);
-                    ctx.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
+                    ctx.stats
+                        .refused_connections
+                        .fetch_add(1, Ordering::Relaxed);
                     warn!(%peer, max = ctx.config.max_connections, "max_connections reached: connection closed");
                     drop(stream);
                     continue;
@@ -212,15 +218,21 @@ impl ServerHandle {
         }
         self.tracker.close();
         let grace = self.ctx.config.shutdown_grace;
-        let drained = tokio::time::timeout(grace, self.tracker.wait()).await.is_ok();
+        let drained = tokio::time::timeout(grace, self.tracker.wait())
+            .await
+            .is_ok();
         if !drained {
-            warn!(?grace, "shutdown grace period over: closing remaining connections");
+            warn!(
+                ?grace,
+                "shutdown grace period over: closing remaining connections"
+            );
             self.ctx.force_close.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
         }
         self.ctx.force_close.cancel();
         if let Some(pool) = self.ctx.pool.clone() {
-            let _ = tokio::task::spawn_blocking(move || pool.shutdown(Duration::from_secs(2))).await;
+            let _ =
+                tokio::task::spawn_blocking(move || pool.shutdown(Duration::from_secs(2))).await;
         }
         info!(addr = %self.local_addr, drained, "brisk server stopped");
         ShutdownReport {

@@ -1,0 +1,139 @@
+//! A test service and helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use brisk::{async_trait, Dispatch, PoolConfig, QueueKind, RpcError, Server, ServerConfig, ServerHandle};
+use parking_lot::{Condvar, Mutex};
+
+brisk::service! {
+    /// Everything the tests need a server to do.
+    pub trait Calc {
+        async fn add(a: i64, b: i64) -> i64;
+        async fn echo(data: Vec<u8>) -> Vec<u8>;
+        async fn sleep_ms(ms: u64) -> u64;
+        async fn fail(message: String);
+        async fn panic_now();
+        async fn wait_gate(tag: u64) -> u64;
+        async fn calls() -> u64;
+    }
+}
+
+/// A gate the test opens to release handlers blocked in `wait_gate`, and a
+/// signal of how many have entered it (so tests wait on events, not sleeps).
+#[derive(Default)]
+pub struct Gate {
+    state: Mutex<(bool, usize)>,
+    cv: Condvar,
+}
+
+impl Gate {
+    pub fn open(&self) {
+        self.state.lock().0 = true;
+        self.cv.notify_all();
+    }
+
+    /// Blocks the calling thread until the gate opens (bounded: 10 s).
+    fn pass(&self) {
+        let mut s = self.state.lock();
+        s.1 += 1;
+        self.cv.notify_all();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !s.0 {
+            if self.cv.wait_until(&mut s, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+
+    /// Waits (bounded) until `n` handlers are inside the gate.
+    pub fn wait_entered(&self, n: usize, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        let mut s = self.state.lock();
+        while s.1 < n {
+            if self.cv.wait_until(&mut s, deadline).timed_out() {
+                return s.1 >= n;
+            }
+        }
+        true
+    }
+}
+
+#[derive(Default)]
+pub struct CalcImpl {
+    pub gate: Arc<Gate>,
+    pub calls: AtomicU64,
+}
+
+#[async_trait]
+impl Calc for Arc<CalcImpl> {
+    async fn add(&self, a: i64, b: i64) -> Result<i64, RpcError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(a + b)
+    }
+    async fn echo(&self, data: Vec<u8>) -> Result<Vec<u8>, RpcError> {
+        Ok(data)
+    }
+    async fn sleep_ms(&self, ms: u64) -> Result<u64, RpcError> {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(ms)
+    }
+    async fn fail(&self, message: String) -> Result<(), RpcError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Err(RpcError::Handler(message))
+    }
+    async fn panic_now(&self) -> Result<(), RpcError> {
+        panic!("deliberate test panic")
+    }
+    async fn wait_gate(&self, tag: u64) -> Result<u64, RpcError> {
+        // Blocks the thread on purpose, as a JDBC call would.
+        self.gate.pass();
+        Ok(tag)
+    }
+    async fn calls(&self) -> Result<u64, RpcError> {
+        Ok(self.calls.load(Ordering::Relaxed))
+    }
+}
+
+/// The three server dispatch setups every mode test runs against.
+pub fn dispatch_variants() -> Vec<(&'static str, Dispatch, QueueKind)> {
+    vec![
+        ("direct", Dispatch::Direct, QueueKind::Transfer),
+        ("pool+blocking", Dispatch::Pool, QueueKind::Blocking),
+        ("pool+transfer", Dispatch::Pool, QueueKind::Transfer),
+    ]
+}
+
+pub fn server_config(dispatch: Dispatch, queue: QueueKind) -> ServerConfig {
+    let pool = PoolConfig {
+        core_threads: 2,
+        max_threads: 8,
+        queue_size: 1000,
+        queue,
+        ..PoolConfig::default()
+    };
+    ServerConfig::default()
+        .with_addr("127.0.0.1:0")
+        .with_dispatch(dispatch)
+        .with_pool(pool)
+}
+
+pub async fn start(config: ServerConfig) -> (ServerHandle, Arc<CalcImpl>) {
+    let imp = Arc::new(CalcImpl::default());
+    let server = Server::builder()
+        .config(config)
+        .service(CalcServer::new(imp.clone()))
+        .start()
+        .await
+        .expect("server starts");
+    (server, imp)
+}
+
+/// Runs a test body with a hard upper bound so nothing can hang CI.
+pub async fn bounded<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .expect("test exceeded its time bound");
+}

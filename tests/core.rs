@@ -1,0 +1,533 @@
+//! End-to-end tests of the core: every connect type × write mode × dispatch,
+//! timeouts, busy answers, broken connections, restarts, bad input, shutdown.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brisk::codec::{Frame, FrameCodec, OutFrame, Status};
+use brisk::{
+    async_trait, CallOptions, Client, ConnectType, Dispatch, Interceptor, Next, PoolConfig, PoolHold, QueueKind,
+    RpcError, RpcRequest, RpcResponse, SerializerKind, Server, WriteMode,
+};
+use bytes::{Bytes, BytesMut};
+use common::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::codec::Decoder;
+
+async fn client(addr: std::net::SocketAddr, connect_type: ConnectType, write_mode: WriteMode) -> CalcClient {
+    let c = Client::builder()
+        .addr(addr.to_string())
+        .connect_type(connect_type)
+        .connections(3)
+        .write_mode(write_mode)
+        .request_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .expect("client connects");
+    CalcClient::new(c)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connect_type_write_mode_and_dispatch_answers_each_call_correctly() {
+    bounded(120, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let (server, _) = start(server_config(dispatch, queue)).await;
+            for connect_type in ConnectType::ALL {
+                for write_mode in WriteMode::ALL {
+                    let calc = client(server.local_addr(), *connect_type, *write_mode).await;
+                    let mut tasks = Vec::new();
+                    for t in 0..16i64 {
+                        let calc = calc.clone();
+                        tasks.push(tokio::spawn(async move {
+                            for i in 0..40i64 {
+                                let got = calc.add(t * 1000, i).await.expect("call succeeds");
+                                assert_eq!(got, t * 1000 + i, "response matches its request");
+                            }
+                        }));
+                    }
+                    for t in tasks {
+                        t.await.expect("caller task");
+                    }
+                    let data: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+                    assert_eq!(calc.echo(data.clone()).await.unwrap(), data);
+                    eprintln!("ok: {name} {connect_type} {write_mode}");
+                }
+            }
+            server.shutdown().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_serializer_works_end_to_end() {
+    bounded(30, async {
+        let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
+        for ser in SerializerKind::ALL {
+            let c = Client::builder()
+                .addr(server.local_addr().to_string())
+                .serializer(ser)
+                .build()
+                .await
+                .unwrap();
+            let calc = CalcClient::new(c);
+            assert_eq!(calc.add(-5, 7).await.unwrap(), 2, "{ser}");
+            assert_eq!(calc.echo(vec![1, 2, 3]).await.unwrap(), vec![1, 2, 3], "{ser}");
+            calc.calls().await.unwrap();
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_follow_call_over_method_over_config() {
+    bounded(30, async {
+        let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
+        let c = Client::builder()
+            .addr(server.local_addr().to_string())
+            .request_timeout(Duration::from_millis(3000))
+            .method_timeout("Calc", "sleep_ms", Duration::from_millis(150))
+            .build()
+            .await
+            .unwrap();
+        assert_eq!(c.timeout_for("Calc", "sleep_ms"), Duration::from_millis(150));
+        assert_eq!(c.timeout_for("Calc", "add"), Duration::from_millis(3000));
+        let calc = CalcClient::new(c);
+
+        // Per-method timeout applies.
+        let start = Instant::now();
+        match calc.sleep_ms(2000).await {
+            Err(RpcError::Timeout { timeout, method, .. }) => {
+                assert_eq!(timeout, Duration::from_millis(150));
+                assert_eq!(method, "sleep_ms");
+            }
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        assert!(start.elapsed() < Duration::from_millis(1500));
+
+        // Per-call beats per-method.
+        let fast = calc.with_options(CallOptions::timeout(Duration::from_millis(40)));
+        match fast.sleep_ms(2000).await {
+            Err(RpcError::Timeout { timeout, .. }) => assert_eq!(timeout, Duration::from_millis(40)),
+            other => panic!("expected a timeout, got {other:?}"),
+        }
+        let patient = calc.with_options(CallOptions::timeout(Duration::from_millis(2000)));
+        assert_eq!(patient.sleep_ms(200).await.unwrap(), 200);
+
+        // The timed-out calls left nothing pending and the connection still works.
+        assert_eq!(calc.add(1, 1).await.unwrap(), 2);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_pool_answers_server_busy_promptly() {
+    bounded(30, async {
+        for queue in [QueueKind::Blocking, QueueKind::Transfer] {
+            let mut config = server_config(Dispatch::Pool, queue);
+            config.pool = PoolConfig {
+                core_threads: 1,
+                max_threads: 1,
+                queue_size: 1,
+                queue,
+                ..PoolConfig::default()
+            };
+            let (server, imp) = start(config).await;
+            let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+            // Occupy the pool: one running, and the queue bound used up.
+            let c1 = calc.clone();
+            let running = tokio::spawn(async move { c1.wait_gate(1).await });
+            let gate = imp.gate.clone();
+            assert!(tokio::task::spawn_blocking(move || gate.wait_entered(1, Duration::from_secs(5)))
+                .await
+                .unwrap());
+            let mut queued = Vec::new();
+            let mut busy = 0;
+            let start = Instant::now();
+            // Transfer bounds submitted = queue_size + max_threads, blocking bounds the
+            // queue: either way a handful of calls must hit the bound.
+            for i in 0..4u64 {
+                let c = calc.with_options(CallOptions::timeout(Duration::from_secs(5)));
+                let h = tokio::spawn(async move { c.wait_gate(10 + i).await });
+                queued.push(h);
+            }
+            let mut results = Vec::new();
+            imp.gate.open();
+            for h in queued {
+                results.push(h.await.unwrap());
+            }
+            for r in &results {
+                match r {
+                    Ok(_) => {}
+                    Err(RpcError::ServerBusy(msg)) => {
+                        busy += 1;
+                        assert!(msg.contains("pool"), "{msg}");
+                    }
+                    Err(e) => panic!("unexpected error {e}"),
+                }
+            }
+            assert!(busy >= 1, "{queue}: at least one call must be rejected, got {results:?}");
+            assert!(start.elapsed() < Duration::from_secs(4), "busy answers come before the 5 s timeout");
+            assert_eq!(running.await.unwrap().unwrap(), 1);
+            assert!(server.stats().busy_rejections >= 1);
+            // The server recovers.
+            assert_eq!(calc.add(2, 3).await.unwrap(), 5);
+            server.shutdown().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_fails_pending_calls_and_a_restarted_server_is_reached_again() {
+    bounded(30, async {
+        let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
+        let addr = server.local_addr();
+        // One try, so the error seen is the broken connection itself (a retry would
+        // report the refused reconnect instead).
+        let calc = CalcClient::new(
+            Client::builder()
+                .addr(addr.to_string())
+                .write_mode(WriteMode::Sync)
+                .max_try_count(1)
+                .build()
+                .await
+                .unwrap(),
+        );
+        let mut pending = Vec::new();
+        for _ in 0..6 {
+            let c = calc.clone();
+            pending.push(tokio::spawn(async move { c.sleep_ms(10_000).await }));
+        }
+        // Let the calls reach the server, then kill it (dropping the handle closes all).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let killed = Instant::now();
+        drop(server);
+        for p in pending {
+            match p.await.unwrap() {
+                Err(RpcError::ConnectionClosed { .. }) => {}
+                other => panic!("expected connection closed, got {other:?}"),
+            }
+        }
+        assert!(killed.elapsed() < Duration::from_secs(3), "pending calls fail at once, not at their timeout");
+
+        // Nothing listens: a call fails with a transport error after its tries.
+        assert!(calc.add(1, 2).await.unwrap_err().is_transport());
+
+        // Restart on the same port: the next call reconnects.
+        let (server2, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer).with_addr(addr.to_string())).await;
+        assert_eq!(calc.add(1, 2).await.unwrap(), 3);
+        server2.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_errors_and_panics_are_answered_and_never_retried() {
+    bounded(30, async {
+        let (server, imp) = start(server_config(Dispatch::Pool, QueueKind::Transfer)).await;
+        let c = Client::builder()
+            .addr(server.local_addr().to_string())
+            .max_try_count(3)
+            .build()
+            .await
+            .unwrap();
+        let calc = CalcClient::new(c);
+        assert_eq!(
+            calc.fail("no such user".into()).await.unwrap_err(),
+            RpcError::Handler("no such user".into())
+        );
+        assert_eq!(imp.calls.load(std::sync::atomic::Ordering::Relaxed), 1, "not retried");
+        match calc.panic_now().await.unwrap_err() {
+            RpcError::Handler(m) => assert!(m.contains("panicked") && m.contains("deliberate"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(calc.add(1, 1).await.unwrap(), 2, "server still serves");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_service_method_and_serializer_get_clear_errors() {
+    bounded(30, async {
+        let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
+        let c = Client::builder().addr(server.local_addr().to_string()).build().await.unwrap();
+        let err = c
+            .call::<_, ()>("Nope", "add", &(), &CallOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err, RpcError::UnknownService("Nope".into()));
+        let err = c
+            .call::<_, ()>("Calc", "subtract", &(1, 2), &CallOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            RpcError::UnknownMethod {
+                service: "Calc".into(),
+                method: "subtract".into()
+            }
+        );
+        // Wrong argument types: a clear deserialize error, the connection stays up.
+        let err = c
+            .call::<_, i64>("Calc", "add", &("x",), &CallOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RpcError::Deserialize { .. }), "{err:?}");
+
+        // An unknown serializer id, sent raw.
+        let mut raw = TcpStream::connect(server.local_addr()).await.unwrap();
+        let mut buf = BytesMut::new();
+        OutFrame::request(7, 9, "Calc", "add", Bytes::new())
+            .encode(&mut buf, 1 << 20)
+            .unwrap();
+        raw.write_all(&buf).await.unwrap();
+        let frame = read_frame(&mut raw).await;
+        assert_eq!(frame.header.request_id, 7);
+        assert_eq!(frame.status(), Status::UnknownSerializer);
+        assert_eq!(
+            frame.status().decode_error(&frame.body, "Calc", "add"),
+            RpcError::UnknownSerializer(9)
+        );
+        // Same raw connection still answers a ping.
+        let mut buf = BytesMut::new();
+        OutFrame::control(brisk::codec::FrameKind::Ping, 8)
+            .encode(&mut buf, 1 << 20)
+            .unwrap();
+        raw.write_all(&buf).await.unwrap();
+        assert_eq!(read_frame(&mut raw).await.header.kind, brisk::codec::FrameKind::Pong);
+        assert_eq!(c.call::<_, i64>("Calc", "add", &(1, 1), &CallOptions::default()).await.unwrap(), 2);
+    })
+    .await;
+}
+
+async fn read_frame(raw: &mut TcpStream) -> Frame {
+    let mut codec = FrameCodec::default();
+    let mut buf = BytesMut::new();
+    loop {
+        if let Some(f) = codec.decode(&mut buf).unwrap() {
+            return f;
+        }
+        let n = raw.read_buf(&mut buf).await.unwrap();
+        assert!(n > 0, "server closed the connection");
+    }
+}
+
+/// Reads until the server closes the socket; true when it did within `within`.
+async fn closed_by_server(raw: &mut TcpStream, within: Duration) -> bool {
+    let mut sink = vec![0u8; 4096];
+    tokio::time::timeout(within, async {
+        loop {
+            match raw.read(&mut sink).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_and_oversize_frames_close_only_that_connection() {
+    bounded(30, async {
+        let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+        config.transport.max_frame_size = 64 * 1024;
+        let (server, _) = start(config).await;
+        let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+
+        let mut garbage = TcpStream::connect(server.local_addr()).await.unwrap();
+        let noise: Vec<u8> = (0..512).map(|_| rand::random::<u8>()).collect();
+        garbage.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        garbage.write_all(&noise).await.unwrap();
+        assert!(closed_by_server(&mut garbage, Duration::from_secs(5)).await);
+
+        // A valid header announcing a 3 GiB body: rejected from the header alone.
+        let mut huge = TcpStream::connect(server.local_addr()).await.unwrap();
+        let mut buf = BytesMut::new();
+        OutFrame::request(1, 1, "Calc", "add", Bytes::new())
+            .encode(&mut buf, 1 << 20)
+            .unwrap();
+        buf[24..28].copy_from_slice(&(3u32 << 30).to_be_bytes());
+        huge.write_all(&buf).await.unwrap();
+        assert!(closed_by_server(&mut huge, Duration::from_secs(5)).await);
+
+        // Others keep working.
+        assert_eq!(calc.add(20, 22).await.unwrap(), 42);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_peers_are_closed_by_the_idle_timeout() {
+    bounded(30, async {
+        let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+        config.transport.idle_timeout = Duration::from_millis(300);
+        config.transport.heartbeat_interval = Duration::from_millis(100);
+        let (server, _) = start(config).await;
+        let mut silent = TcpStream::connect(server.local_addr()).await.unwrap();
+        assert!(closed_by_server(&mut silent, Duration::from_secs(5)).await);
+
+        // A brisk client pings while idle, so it stays connected.
+        let c = Client::builder()
+            .config(brisk::ClientConfig {
+                addr: server.local_addr().to_string(),
+                transport: brisk::transport::TransportConfig {
+                    heartbeat_interval: Duration::from_millis(50),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .build()
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(c.open_connections(), 2, "heartbeats kept the connections alive");
+        assert_eq!(CalcClient::new(c).add(1, 2).await.unwrap(), 3);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_completes_in_flight_calls() {
+    bounded(30, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let (server, _) = start(server_config(dispatch, queue)).await;
+            let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+            let mut calls = Vec::new();
+            for _ in 0..5 {
+                let c = calc.clone();
+                calls.push(tokio::spawn(async move { c.sleep_ms(300).await }));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let report = server.shutdown().await;
+            assert!(report.drained, "{name}");
+            for c in calls {
+                assert_eq!(c.await.unwrap().unwrap(), 300, "{name}: in-flight call completed");
+            }
+            assert!(calc.add(1, 1).await.is_err(), "{name}: no server any more");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
+    bounded(30, async {
+        let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
+        let a = client(server.local_addr(), ConnectType::Reused, WriteMode::Async).await;
+        let b = client(server.local_addr(), ConnectType::Reused, WriteMode::Sync).await;
+        assert_eq!(a.add(1, 2).await.unwrap(), 3);
+        assert_eq!(b.add(3, 4).await.unwrap(), 7);
+        assert_eq!(server.stats().open_connections, 1, "one connection for the whole process");
+
+        let mut config = brisk::ClientConfig {
+            addr: server.local_addr().to_string(),
+            connect_type: ConnectType::Pooled,
+            min_connections: 1,
+            max_connections: 2,
+            pool_hold: PoolHold::Response,
+            ..Default::default()
+        };
+        let pooled = CalcClient::new(Client::builder().config(config.clone()).build().await.unwrap());
+        let mut calls = Vec::new();
+        for _ in 0..6 {
+            let c = pooled.clone();
+            calls.push(tokio::spawn(async move { c.sleep_ms(50).await }));
+        }
+        for c in calls {
+            c.await.unwrap().unwrap();
+        }
+        assert!(pooled.client().open_connections() <= 2, "pool never exceeds max_connections");
+
+        // Idle connections above min are evicted.
+        config.pool_idle_timeout = Duration::from_millis(100);
+        let pooled = CalcClient::new(Client::builder().config(config).build().await.unwrap());
+        let mut calls = Vec::new();
+        for _ in 0..4 {
+            let c = pooled.clone();
+            calls.push(tokio::spawn(async move { c.sleep_ms(30).await }));
+        }
+        for c in calls {
+            c.await.unwrap().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pooled.client().open_connections() > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(pooled.client().open_connections(), 1, "evicted down to min_connections");
+    })
+    .await;
+}
+
+struct AddToken;
+
+#[async_trait]
+impl Interceptor for AddToken {
+    async fn call(&self, mut req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
+        req.metadata.insert("token", "open sesame");
+        next.run(req).await
+    }
+}
+
+struct RequireToken(Arc<std::sync::atomic::AtomicU64>);
+
+#[async_trait]
+impl Interceptor for RequireToken {
+    async fn call(&self, req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if req.metadata.get("token") != Some("open sesame") {
+            return Err(RpcError::Unauthenticated("missing or wrong token".into()));
+        }
+        next.run(req).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_and_server_interceptors_wrap_every_call() {
+    bounded(30, async {
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let imp = Arc::new(CalcImpl::default());
+        let server = Server::builder()
+            .config(server_config(Dispatch::Pool, QueueKind::Transfer))
+            .service(CalcServer::new(imp))
+            .interceptor(RequireToken(seen.clone()))
+            .start()
+            .await
+            .unwrap();
+        let plain = CalcClient::new(Client::builder().addr(server.local_addr().to_string()).build().await.unwrap());
+        assert!(matches!(plain.add(1, 2).await, Err(RpcError::Unauthenticated(_))));
+        let with_token = CalcClient::new(
+            Client::builder()
+                .addr(server.local_addr().to_string())
+                .interceptor(AddToken)
+                .build()
+                .await
+                .unwrap(),
+        );
+        assert_eq!(with_token.add(1, 2).await.unwrap(), 3);
+        let explicit = plain.with_options(CallOptions::default().with_metadata("token", "open sesame"));
+        assert_eq!(explicit.add(2, 2).await.unwrap(), 4);
+        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 3);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_a_clear_error_at_build() {
+    bounded(10, async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        let err = Client::builder().addr(addr.to_string()).build().await.err().unwrap();
+        assert!(matches!(err, RpcError::Connect { .. }), "{err:?}");
+        assert!(err.to_string().contains(&addr.to_string()));
+        // lazy_connect defers the error to the first call.
+        let lazy = Client::builder().addr(addr.to_string()).lazy_connect(true).build().await.unwrap();
+        assert!(CalcClient::new(lazy).add(1, 1).await.unwrap_err().is_transport());
+    })
+    .await;
+}
