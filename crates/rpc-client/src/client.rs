@@ -8,7 +8,6 @@
 //! all; a handler error, a busy answer or a timeout is returned as is. One
 //! deadline covers every attempt, resolved as per-call > per-method > default.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,8 +146,8 @@ impl Client {
     async fn attempt(
         &self,
         frame: OutFrame,
-        service: &Cow<'static, str>,
-        method: &Cow<'static, str>,
+        service: &str,
+        method: &str,
         write_mode: WriteMode,
         remaining: Duration,
     ) -> Result<RpcResponse, RpcError> {

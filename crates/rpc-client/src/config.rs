@@ -183,11 +183,15 @@ mod tests {
     fn bad_values_name_their_key() {
         let err = parse_str::<ClientConfig>("write_mode = \"later\"\n", ConfigFormat::Toml).unwrap_err();
         assert!(err.to_string().contains("`write_mode`"), "{err}");
-        let mut c = ClientConfig::default();
-        c.max_try_count = 0;
+        let c = ClientConfig {
+            max_try_count: 0,
+            ..ClientConfig::default()
+        };
         assert!(c.validate().unwrap_err().to_string().contains("max_try_count"));
-        c = ClientConfig::default();
-        c.min_connections = 20;
+        let c = ClientConfig {
+            min_connections: 20,
+            ..ClientConfig::default()
+        };
         assert!(c.validate().unwrap_err().to_string().contains("min_connections"));
     }
 }
