@@ -176,11 +176,14 @@ impl Connection {
             peer: self.shared.peer.to_string(),
             timeout,
         };
+        // `biased` below polls the write first: when it completes at once (the usual
+        // case) the sleep is never polled, so no timer is registered for it.
         let sleep = tokio::time::sleep_until(deadline);
         tokio::pin!(sleep);
         match mode {
             WriteMode::Async => {
                 tokio::select! {
+                    biased;
                     r = self.writer.send(Outbound::frame(frame)) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
                 }
@@ -188,10 +191,12 @@ impl Connection {
             WriteMode::Sync => {
                 let (ack_tx, ack_rx) = oneshot::channel();
                 tokio::select! {
+                    biased;
                     r = self.writer.send(Outbound { frame, ack: Some(ack_tx) }) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
                 }
                 tokio::select! {
+                    biased;
                     r = ack_rx => match r {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => return Err(e),
