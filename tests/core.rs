@@ -154,6 +154,12 @@ async fn a_saturated_pool_answers_server_busy_promptly() {
                 let h = tokio::spawn(async move { c.wait_gate(10 + i).await });
                 queued.push(h);
             }
+            // Wait (bounded) until the server has read all five requests, so each
+            // was either queued or rejected before the gate opens.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while server.stats().requests < 5 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             let mut results = Vec::new();
             imp.gate.open();
             for h in queued {

@@ -76,6 +76,12 @@ pub(crate) async fn serve_connection(
     let mut direct = FuturesUnordered::new();
     let mut stopping = false;
 
+    // Created once and pinned: re-creating these waiters on every frame would
+    // re-register them (a lock each) per request.
+    let closed = close.closed();
+    let forced = ctx.force_close.cancelled();
+    let stop = ctx.stopping.cancelled();
+    tokio::pin!(closed, forced, stop);
     loop {
         if stopping && in_flight.get() == 0 {
             break;
@@ -83,12 +89,12 @@ pub(crate) async fn serve_connection(
         let can_read = in_flight.get() < max_in_flight;
         tokio::select! {
             biased;
-            _ = close.closed() => break,
-            _ = ctx.force_close.cancelled() => {
+            _ = &mut closed => break,
+            _ = &mut forced => {
                 close.close("server shut down before this connection's calls finished");
                 break;
             }
-            _ = ctx.stopping.cancelled(), if !stopping => stopping = true,
+            _ = &mut stop, if !stopping => stopping = true,
             Some(()) = direct.next(), if !direct.is_empty() => {}
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
             next = reader.next(), if can_read => match next {

@@ -305,10 +305,12 @@ async fn read_loop(
     activity: Arc<Activity>,
 ) {
     let close = shared.close.clone();
+    let closed = close.closed();
+    tokio::pin!(closed);
     loop {
         let next = tokio::select! {
             biased;
-            _ = close.closed() => break,
+            _ = &mut closed => break,
             r = reader.next() => r,
         };
         match next {
