@@ -537,3 +537,41 @@ async fn an_unreachable_server_is_a_clear_error_at_build() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversize_requests_and_answers_are_errors_not_hangs() {
+    bounded(30, async {
+        let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+        config.transport.max_frame_size = 64 * 1024;
+        let (server, _) = start(config).await;
+        let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+        // The client's own limit is 16 MiB, the server's 64 KiB: the server refuses the
+        // request frame from its header and closes that connection; the call fails fast.
+        let started = Instant::now();
+        let err = calc.echo(vec![7u8; 100 * 1024]).await.unwrap_err();
+        assert!(err.is_transport(), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(4));
+        assert_eq!(calc.add(1, 2).await.unwrap(), 3, "reconnected");
+
+        // A client with a small limit refuses to send an oversize request.
+        let small = CalcClient::new(
+            Client::builder()
+                .config(brisk::ClientConfig {
+                    addr: server.local_addr().to_string(),
+                    transport: brisk::transport::TransportConfig {
+                        max_frame_size: 1024,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                })
+                .build()
+                .await
+                .unwrap(),
+        );
+        assert!(matches!(
+            small.echo(vec![0u8; 4096]).await.unwrap_err(),
+            RpcError::FrameTooLarge { max: 1024, .. }
+        ));
+    })
+    .await;
+}

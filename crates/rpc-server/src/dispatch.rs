@@ -77,6 +77,20 @@ pub(crate) async fn execute(ctx: &ServerCtx, route: &Route, req: RpcRequest, id:
             panic_message(&panic)
         ))),
     };
+    // An answer too large to send would be dropped by the writer and leave the
+    // caller waiting for its timeout: answer with the size error instead.
+    let max = ctx.config.transport.max_frame_size;
+    let result = result.and_then(|body| {
+        let size = rpc_codec::HEADER_LEN + body.len();
+        if size > max {
+            Err(RpcError::FrameTooLarge {
+                size: size as u64,
+                max: max as u64,
+            })
+        } else {
+            Ok(body)
+        }
+    });
     match result {
         Ok(body) => OutFrame::response(id, ser, body),
         Err(e) => {
