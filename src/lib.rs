@@ -8,7 +8,7 @@
 //!
 //! | crate | owns |
 //! |-------|------|
-//! | [`rpc_core`](crate::rpc_core) | `RpcError`, metadata, modes, interceptors, config loading |
+//! | [`rpc_core`] | `RpcError`, metadata, modes, interceptors, config loading |
 //! | [`codec`] | the frame format and the msgpack / protobuf / json serializers |
 //! | [`transport`] | framed TCP: adaptive reads, coalesced writes, multiplexed connections, heartbeats |
 //! | [`server`] | accept loop, routing, direct / worker-pool dispatch, graceful shutdown |
