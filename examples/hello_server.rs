@@ -22,7 +22,10 @@ async fn main() -> Result<(), RpcError> {
         .service(HelloServer::new(Greeter))
         .start()
         .await?;
-    println!("hello_server listening on {} (Ctrl-C to stop)", server.local_addr());
+    println!(
+        "hello_server listening on {} (Ctrl-C to stop)",
+        server.local_addr()
+    );
     let _ = tokio::signal::ctrl_c().await;
     server.shutdown().await;
     Ok(())

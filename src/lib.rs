@@ -53,10 +53,12 @@ pub use rpc_transport as transport;
 
 pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, PoolHold};
 pub use rpc_core::{
-    ConnectType, Dispatch, Endpoint, Interceptor, Metadata, Next, RpcError, RpcRequest, RpcResponse,
-    SerializerKind, ServiceHandler, WriteMode,
+    ConnectType, Dispatch, Endpoint, Interceptor, Metadata, Next, RpcError, RpcRequest,
+    RpcResponse, SerializerKind, ServiceHandler, WriteMode,
 };
-pub use rpc_server::{PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig, ServerHandle, WorkerPool};
+pub use rpc_server::{
+    PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig, ServerHandle, WorkerPool,
+};
 
 /// Re-exports the macro expansion needs; not part of the public API.
 #[doc(hidden)]
@@ -71,8 +73,12 @@ pub mod __private {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __service_ret {
-    () => { () };
-    ($t:ty) => { $t };
+    () => {
+        ()
+    };
+    ($t:ty) => {
+        $t
+    };
 }
 
 /// Defines a service once: the trait servers implement, a typed client and a

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use brisk::codec::{Frame, FrameCodec, OutFrame, Status};
 use brisk::{
-    async_trait, CallOptions, Client, ConnectType, Dispatch, Interceptor, Next, PoolConfig, PoolHold, QueueKind,
-    RpcError, RpcRequest, RpcResponse, SerializerKind, Server, WriteMode,
+    async_trait, CallOptions, Client, ConnectType, Dispatch, Interceptor, Next, PoolConfig,
+    PoolHold, QueueKind, RpcError, RpcRequest, RpcResponse, SerializerKind, Server, WriteMode,
 };
 use bytes::{Bytes, BytesMut};
 use common::*;
@@ -17,7 +17,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Decoder;
 
-async fn client(addr: std::net::SocketAddr, connect_type: ConnectType, write_mode: WriteMode) -> CalcClient {
+async fn client(
+    addr: std::net::SocketAddr,
+    connect_type: ConnectType,
+    write_mode: WriteMode,
+) -> CalcClient {
     let c = Client::builder()
         .addr(addr.to_string())
         .connect_type(connect_type)
@@ -75,7 +79,11 @@ async fn every_serializer_works_end_to_end() {
                 .unwrap();
             let calc = CalcClient::new(c);
             assert_eq!(calc.add(-5, 7).await.unwrap(), 2, "{ser}");
-            assert_eq!(calc.echo(vec![1, 2, 3]).await.unwrap(), vec![1, 2, 3], "{ser}");
+            assert_eq!(
+                calc.echo(vec![1, 2, 3]).await.unwrap(),
+                vec![1, 2, 3],
+                "{ser}"
+            );
             calc.calls().await.unwrap();
         }
     })
@@ -93,14 +101,19 @@ async fn timeouts_follow_call_over_method_over_config() {
             .build()
             .await
             .unwrap();
-        assert_eq!(c.timeout_for("Calc", "sleep_ms"), Duration::from_millis(150));
+        assert_eq!(
+            c.timeout_for("Calc", "sleep_ms"),
+            Duration::from_millis(150)
+        );
         assert_eq!(c.timeout_for("Calc", "add"), Duration::from_millis(3000));
         let calc = CalcClient::new(c);
 
         // Per-method timeout applies.
         let start = Instant::now();
         match calc.sleep_ms(2000).await {
-            Err(RpcError::Timeout { timeout, method, .. }) => {
+            Err(RpcError::Timeout {
+                timeout, method, ..
+            }) => {
                 assert_eq!(timeout, Duration::from_millis(150));
                 assert_eq!(method, "sleep_ms");
             }
@@ -111,7 +124,9 @@ async fn timeouts_follow_call_over_method_over_config() {
         // Per-call beats per-method.
         let fast = calc.with_options(CallOptions::timeout(Duration::from_millis(40)));
         match fast.sleep_ms(2000).await {
-            Err(RpcError::Timeout { timeout, .. }) => assert_eq!(timeout, Duration::from_millis(40)),
+            Err(RpcError::Timeout { timeout, .. }) => {
+                assert_eq!(timeout, Duration::from_millis(40))
+            }
             other => panic!("expected a timeout, got {other:?}"),
         }
         let patient = calc.with_options(CallOptions::timeout(Duration::from_millis(2000)));
@@ -141,9 +156,11 @@ async fn a_saturated_pool_answers_server_busy_promptly() {
             let c1 = calc.clone();
             let running = tokio::spawn(async move { c1.wait_gate(1).await });
             let gate = imp.gate.clone();
-            assert!(tokio::task::spawn_blocking(move || gate.wait_entered(1, Duration::from_secs(5)))
-                .await
-                .unwrap());
+            assert!(tokio::task::spawn_blocking(
+                move || gate.wait_entered(1, Duration::from_secs(5))
+            )
+            .await
+            .unwrap());
             let mut queued = Vec::new();
             let mut busy = 0;
             let start = Instant::now();
@@ -175,8 +192,14 @@ async fn a_saturated_pool_answers_server_busy_promptly() {
                     Err(e) => panic!("unexpected error {e}"),
                 }
             }
-            assert!(busy >= 1, "{queue}: at least one call must be rejected, got {results:?}");
-            assert!(start.elapsed() < Duration::from_secs(4), "busy answers come before the 5 s timeout");
+            assert!(
+                busy >= 1,
+                "{queue}: at least one call must be rejected, got {results:?}"
+            );
+            assert!(
+                start.elapsed() < Duration::from_secs(4),
+                "busy answers come before the 5 s timeout"
+            );
             assert_eq!(running.await.unwrap().unwrap(), 1);
             assert!(server.stats().busy_rejections >= 1);
             // The server recovers.
@@ -218,13 +241,18 @@ async fn a_dropped_connection_fails_pending_calls_and_a_restarted_server_is_reac
                 other => panic!("expected connection closed, got {other:?}"),
             }
         }
-        assert!(killed.elapsed() < Duration::from_secs(3), "pending calls fail at once, not at their timeout");
+        assert!(
+            killed.elapsed() < Duration::from_secs(3),
+            "pending calls fail at once, not at their timeout"
+        );
 
         // Nothing listens: a call fails with a transport error after its tries.
         assert!(calc.add(1, 2).await.unwrap_err().is_transport());
 
         // Restart on the same port: the next call reconnects.
-        let (server2, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer).with_addr(addr.to_string())).await;
+        let (server2, _) =
+            start(server_config(Dispatch::Direct, QueueKind::Transfer).with_addr(addr.to_string()))
+                .await;
         assert_eq!(calc.add(1, 2).await.unwrap(), 3);
         server2.shutdown().await;
     })
@@ -246,9 +274,15 @@ async fn handler_errors_and_panics_are_answered_and_never_retried() {
             calc.fail("no such user".into()).await.unwrap_err(),
             RpcError::Handler("no such user".into())
         );
-        assert_eq!(imp.calls.load(std::sync::atomic::Ordering::Relaxed), 1, "not retried");
+        assert_eq!(
+            imp.calls.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "not retried"
+        );
         match calc.panic_now().await.unwrap_err() {
-            RpcError::Handler(m) => assert!(m.contains("panicked") && m.contains("deliberate"), "{m}"),
+            RpcError::Handler(m) => {
+                assert!(m.contains("panicked") && m.contains("deliberate"), "{m}")
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(calc.add(1, 1).await.unwrap(), 2, "server still serves");
@@ -260,7 +294,11 @@ async fn handler_errors_and_panics_are_answered_and_never_retried() {
 async fn unknown_service_method_and_serializer_get_clear_errors() {
     bounded(30, async {
         let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
-        let c = Client::builder().addr(server.local_addr().to_string()).build().await.unwrap();
+        let c = Client::builder()
+            .addr(server.local_addr().to_string())
+            .build()
+            .await
+            .unwrap();
         let err = c
             .call::<_, ()>("Nope", "add", &(), &CallOptions::default())
             .await
@@ -304,8 +342,16 @@ async fn unknown_service_method_and_serializer_get_clear_errors() {
             .encode(&mut buf, 1 << 20)
             .unwrap();
         raw.write_all(&buf).await.unwrap();
-        assert_eq!(read_frame(&mut raw).await.header.kind, brisk::codec::FrameKind::Pong);
-        assert_eq!(c.call::<_, i64>("Calc", "add", &(1, 1), &CallOptions::default()).await.unwrap(), 2);
+        assert_eq!(
+            read_frame(&mut raw).await.header.kind,
+            brisk::codec::FrameKind::Pong
+        );
+        assert_eq!(
+            c.call::<_, i64>("Calc", "add", &(1, 1), &CallOptions::default())
+                .await
+                .unwrap(),
+            2
+        );
     })
     .await;
 }
@@ -391,7 +437,11 @@ async fn idle_peers_are_closed_by_the_idle_timeout() {
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(800)).await;
-        assert_eq!(c.open_connections(), 2, "heartbeats kept the connections alive");
+        assert_eq!(
+            c.open_connections(),
+            2,
+            "heartbeats kept the connections alive"
+        );
         assert_eq!(CalcClient::new(c).add(1, 2).await.unwrap(), 3);
     })
     .await;
@@ -412,7 +462,11 @@ async fn graceful_shutdown_completes_in_flight_calls() {
             let report = server.shutdown().await;
             assert!(report.drained, "{name}");
             for c in calls {
-                assert_eq!(c.await.unwrap().unwrap(), 300, "{name}: in-flight call completed");
+                assert_eq!(
+                    c.await.unwrap().unwrap(),
+                    300,
+                    "{name}: in-flight call completed"
+                );
             }
             assert!(calc.add(1, 1).await.is_err(), "{name}: no server any more");
         }
@@ -428,7 +482,11 @@ async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
         let b = client(server.local_addr(), ConnectType::Reused, WriteMode::Sync).await;
         assert_eq!(a.add(1, 2).await.unwrap(), 3);
         assert_eq!(b.add(3, 4).await.unwrap(), 7);
-        assert_eq!(server.stats().open_connections, 1, "one connection for the whole process");
+        assert_eq!(
+            server.stats().open_connections,
+            1,
+            "one connection for the whole process"
+        );
 
         let mut config = brisk::ClientConfig {
             addr: server.local_addr().to_string(),
@@ -438,7 +496,13 @@ async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
             pool_hold: PoolHold::Response,
             ..Default::default()
         };
-        let pooled = CalcClient::new(Client::builder().config(config.clone()).build().await.unwrap());
+        let pooled = CalcClient::new(
+            Client::builder()
+                .config(config.clone())
+                .build()
+                .await
+                .unwrap(),
+        );
         let mut calls = Vec::new();
         for _ in 0..6 {
             let c = pooled.clone();
@@ -447,7 +511,10 @@ async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
         for c in calls {
             c.await.unwrap().unwrap();
         }
-        assert!(pooled.client().open_connections() <= 2, "pool never exceeds max_connections");
+        assert!(
+            pooled.client().open_connections() <= 2,
+            "pool never exceeds max_connections"
+        );
 
         // Idle connections above min are evicted.
         config.pool_idle_timeout = Duration::from_millis(100);
@@ -464,7 +531,11 @@ async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
         while pooled.client().open_connections() > 1 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(pooled.client().open_connections(), 1, "evicted down to min_connections");
+        assert_eq!(
+            pooled.client().open_connections(),
+            1,
+            "evicted down to min_connections"
+        );
     })
     .await;
 }
@@ -504,8 +575,17 @@ async fn client_and_server_interceptors_wrap_every_call() {
             .start()
             .await
             .unwrap();
-        let plain = CalcClient::new(Client::builder().addr(server.local_addr().to_string()).build().await.unwrap());
-        assert!(matches!(plain.add(1, 2).await, Err(RpcError::Unauthenticated(_))));
+        let plain = CalcClient::new(
+            Client::builder()
+                .addr(server.local_addr().to_string())
+                .build()
+                .await
+                .unwrap(),
+        );
+        assert!(matches!(
+            plain.add(1, 2).await,
+            Err(RpcError::Unauthenticated(_))
+        ));
         let with_token = CalcClient::new(
             Client::builder()
                 .addr(server.local_addr().to_string())
@@ -515,7 +595,8 @@ async fn client_and_server_interceptors_wrap_every_call() {
                 .unwrap(),
         );
         assert_eq!(with_token.add(1, 2).await.unwrap(), 3);
-        let explicit = plain.with_options(CallOptions::default().with_metadata("token", "open sesame"));
+        let explicit =
+            plain.with_options(CallOptions::default().with_metadata("token", "open sesame"));
         assert_eq!(explicit.add(2, 2).await.unwrap(), 4);
         assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 3);
     })
@@ -528,12 +609,26 @@ async fn an_unreachable_server_is_a_clear_error_at_build() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
-        let err = Client::builder().addr(addr.to_string()).build().await.err().unwrap();
+        let err = Client::builder()
+            .addr(addr.to_string())
+            .build()
+            .await
+            .err()
+            .unwrap();
         assert!(matches!(err, RpcError::Connect { .. }), "{err:?}");
         assert!(err.to_string().contains(&addr.to_string()));
         // lazy_connect defers the error to the first call.
-        let lazy = Client::builder().addr(addr.to_string()).lazy_connect(true).build().await.unwrap();
-        assert!(CalcClient::new(lazy).add(1, 1).await.unwrap_err().is_transport());
+        let lazy = Client::builder()
+            .addr(addr.to_string())
+            .lazy_connect(true)
+            .build()
+            .await
+            .unwrap();
+        assert!(CalcClient::new(lazy)
+            .add(1, 1)
+            .await
+            .unwrap_err()
+            .is_transport());
     })
     .await;
 }
@@ -572,6 +667,62 @@ async fn oversize_requests_and_answers_are_errors_not_hangs() {
             small.echo(vec![0u8; 4096]).await.unwrap_err(),
             RpcError::FrameTooLarge { max: 1024, .. }
         ));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_and_in_flight_limits_hold() {
+    bounded(30, async {
+        // max_connections: a second connection is closed on accept.
+        let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+        config.max_connections = 1;
+        let (server, _) = start(config).await;
+        let first = Client::builder()
+            .addr(server.local_addr().to_string())
+            .connections(1)
+            .build()
+            .await
+            .unwrap();
+        let mut second = TcpStream::connect(server.local_addr()).await.unwrap();
+        assert!(closed_by_server(&mut second, Duration::from_secs(5)).await);
+        assert_eq!(server.stats().refused_connections, 1);
+        assert_eq!(CalcClient::new(first).add(1, 1).await.unwrap(), 2);
+        server.shutdown().await;
+
+        // max_in_flight_per_connection: the server stops reading at the limit (no
+        // errors), so only two calls of the connection run at once.
+        let mut config = server_config(Dispatch::Pool, QueueKind::Transfer);
+        config.max_in_flight_per_connection = 2;
+        let (server, imp) = start(config).await;
+        let calc = CalcClient::new(
+            Client::builder()
+                .addr(server.local_addr().to_string())
+                .connections(1)
+                .build()
+                .await
+                .unwrap(),
+        );
+        let mut calls = Vec::new();
+        for i in 0..5u64 {
+            let c = calc.clone();
+            calls.push(tokio::spawn(async move { c.wait_gate(i).await }));
+        }
+        let gate = imp.gate.clone();
+        let (two, three) = tokio::task::spawn_blocking(move || {
+            (
+                gate.wait_entered(2, Duration::from_secs(5)),
+                gate.wait_entered(3, Duration::from_millis(300)),
+            )
+        })
+        .await
+        .unwrap();
+        assert!(two, "two calls run");
+        assert!(!three, "a third does not start while two are in flight");
+        imp.gate.open();
+        for (i, c) in calls.into_iter().enumerate() {
+            assert_eq!(c.await.unwrap().unwrap(), i as u64);
+        }
     })
     .await;
 }

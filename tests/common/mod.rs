@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use brisk::{async_trait, Dispatch, PoolConfig, QueueKind, RpcError, Server, ServerConfig, ServerHandle};
+use brisk::{
+    async_trait, Dispatch, PoolConfig, QueueKind, RpcError, Server, ServerConfig, ServerHandle,
+};
 use parking_lot::{Condvar, Mutex};
 
 brisk::service! {

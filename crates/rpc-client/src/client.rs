@@ -16,7 +16,8 @@ use async_trait::async_trait;
 use bytes::BytesMut;
 use rpc_codec::{BodyCodec, OutFrame, Status};
 use rpc_core::{
-    ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind, WriteMode,
+    ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
+    WriteMode,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -57,7 +58,13 @@ impl Client {
 
     /// Calls `service.method` with `args` (a tuple of the method's arguments) and
     /// decodes the result as `R`.
-    pub async fn call<A, R>(&self, service: &'static str, method: &'static str, args: &A, options: &CallOptions) -> Result<R, RpcError>
+    pub async fn call<A, R>(
+        &self,
+        service: &'static str,
+        method: &'static str,
+        args: &A,
+        options: &CallOptions,
+    ) -> Result<R, RpcError>
     where
         A: Serialize + ?Sized,
         R: DeserializeOwned,
@@ -67,13 +74,22 @@ impl Client {
         serializer.encode(args, &mut body)?;
         let mut req = RpcRequest::new(service, method, serializer, body.freeze());
         req.metadata = options.metadata.clone();
-        req.timeout = Some(options.timeout.unwrap_or_else(|| self.timeout_for(service, method)));
+        req.timeout = Some(
+            options
+                .timeout
+                .unwrap_or_else(|| self.timeout_for(service, method)),
+        );
         let write_mode = options.write_mode.unwrap_or(self.inner.config.write_mode);
         let response = if self.inner.interceptors.is_empty() {
             self.invoke(req, write_mode).await?
         } else {
-            let endpoint = TransportEndpoint { client: self, write_mode };
-            Next::new(&self.inner.interceptors, &endpoint).run(req).await?
+            let endpoint = TransportEndpoint {
+                client: self,
+                write_mode,
+            };
+            Next::new(&self.inner.interceptors, &endpoint)
+                .run(req)
+                .await?
         };
         serializer.decode(&response.body)
     }
@@ -88,7 +104,9 @@ impl Client {
             client: self,
             write_mode: self.inner.config.write_mode,
         };
-        Next::new(&self.inner.interceptors, &endpoint).run(req).await
+        Next::new(&self.inner.interceptors, &endpoint)
+            .run(req)
+            .await
     }
 
     /// The timeout a call of `service.method` gets without a per-call override.
@@ -102,7 +120,11 @@ impl Client {
     }
 
     /// The transport attempt loop.
-    async fn invoke(&self, req: RpcRequest, write_mode: WriteMode) -> Result<RpcResponse, RpcError> {
+    async fn invoke(
+        &self,
+        req: RpcRequest,
+        write_mode: WriteMode,
+    ) -> Result<RpcResponse, RpcError> {
         let timeout = req.timeout.unwrap_or(self.inner.config.request_timeout);
         let deadline = Instant::now() + timeout;
         let serializer = req.serializer;
@@ -116,7 +138,11 @@ impl Client {
         let mut attempt = 1;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let this_try = if attempt < max_tries { frame.clone() } else { frame.take() };
+            let this_try = if attempt < max_tries {
+                frame.clone()
+            } else {
+                frame.take()
+            };
             let Some(this_try) = this_try.filter(|_| !remaining.is_zero()) else {
                 return Err(RpcError::Timeout {
                     service: service.to_string(),
@@ -124,7 +150,10 @@ impl Client {
                     timeout,
                 });
             };
-            match self.attempt(this_try, &service, &method, write_mode, remaining).await {
+            match self
+                .attempt(this_try, &service, &method, write_mode, remaining)
+                .await
+            {
                 Err(e) if e.is_transport() && attempt < max_tries => {
                     tracing::debug!(attempt, error = %e, "transport failure; retrying");
                     attempt += 1;
@@ -159,9 +188,12 @@ impl Client {
         let lease = tokio::time::timeout(remaining, self.inner.connections.acquire())
             .await
             .map_err(|_| timeout_err())??;
-        let pending = lease.connection().send(frame, write_mode, remaining).await?;
-        let hold_until_response = matches!(lease, Lease::Pooled(_))
-            && self.inner.config.pool_hold == PoolHold::Response;
+        let pending = lease
+            .connection()
+            .send(frame, write_mode, remaining)
+            .await?;
+        let hold_until_response =
+            matches!(lease, Lease::Pooled(_)) && self.inner.config.pool_hold == PoolHold::Response;
         let lease = if hold_until_response {
             Some(lease)
         } else {

@@ -59,7 +59,10 @@ pub struct ClientConfig {
     /// `pooled`: how long a call holds its connection.
     pub pool_hold: PoolHold,
     /// `pooled`: idle connections above `min_connections` are closed after this.
-    #[serde(rename = "pool_idle_timeout_ms", with = "rpc_core::config::duration_ms")]
+    #[serde(
+        rename = "pool_idle_timeout_ms",
+        with = "rpc_core::config::duration_ms"
+    )]
     pub pool_idle_timeout: Duration,
     /// Do not connect until the first call (`fixed`, `pooled`).
     pub lazy_connect: bool,
@@ -128,7 +131,10 @@ impl ClientConfig {
                 ),
             ));
         }
-        rpc_core::config::nonzero_ms("request_timeout_ms", self.request_timeout.as_millis() as u64)?;
+        rpc_core::config::nonzero_ms(
+            "request_timeout_ms",
+            self.request_timeout.as_millis() as u64,
+        )?;
         for (key, ms) in &self.method_timeouts {
             if !key.contains('.') {
                 return Err(RpcError::config(
@@ -139,7 +145,10 @@ impl ClientConfig {
             rpc_core::config::nonzero_ms(&format!("method_timeouts_ms.{key}"), *ms)?;
         }
         if self.max_try_count == 0 {
-            return Err(RpcError::config("max_try_count", "must be at least 1 (1 = no retry)"));
+            return Err(RpcError::config(
+                "max_try_count",
+                "must be at least 1 (1 = no retry)",
+            ));
         }
         self.transport.validate("transport.")
     }
@@ -181,17 +190,26 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let err = parse_str::<ClientConfig>("write_mode = \"later\"\n", ConfigFormat::Toml).unwrap_err();
+        let err =
+            parse_str::<ClientConfig>("write_mode = \"later\"\n", ConfigFormat::Toml).unwrap_err();
         assert!(err.to_string().contains("`write_mode`"), "{err}");
         let c = ClientConfig {
             max_try_count: 0,
             ..ClientConfig::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("max_try_count"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_try_count"));
         let c = ClientConfig {
             min_connections: 20,
             ..ClientConfig::default()
         };
-        assert!(c.validate().unwrap_err().to_string().contains("min_connections"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("min_connections"));
     }
 }

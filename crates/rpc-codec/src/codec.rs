@@ -198,7 +198,11 @@ mod tests {
         let cap_before = buf.capacity();
         let err = FrameCodec::new(1024).decode(&mut buf).unwrap_err();
         assert!(matches!(err, RpcError::FrameTooLarge { max: 1024, .. }));
-        assert_eq!(buf.capacity(), cap_before, "nothing reserved for a rejected frame");
+        assert_eq!(
+            buf.capacity(),
+            cap_before,
+            "nothing reserved for a rejected frame"
+        );
     }
 
     #[test]

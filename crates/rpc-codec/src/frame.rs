@@ -108,9 +108,7 @@ impl Status {
             }
             RpcError::UnknownSerializer(id) => (Status::UnknownSerializer, id.to_string()),
             RpcError::Deserialize { reason, .. } => (Status::BadRequest, reason.clone()),
-            RpcError::Timeout { timeout, .. } => {
-                (Status::Timeout, timeout.as_millis().to_string())
-            }
+            RpcError::Timeout { timeout, .. } => (Status::Timeout, timeout.as_millis().to_string()),
             RpcError::ShuttingDown => (Status::ShuttingDown, String::new()),
             RpcError::Unauthenticated(m) => (Status::Unauthenticated, m.clone()),
             RpcError::FrameTooLarge { size, max } => {

@@ -62,7 +62,11 @@ pub fn parse_str<T: DeserializeOwned>(text: &str, format: ConfigFormat) -> Resul
 
 fn path_error(path: &serde_path_to_error::Path, err: &dyn std::fmt::Display) -> RpcError {
     let key = path.to_string();
-    let key = if key == "." { "(top level)".to_string() } else { key };
+    let key = if key == "." {
+        "(top level)".to_string()
+    } else {
+        key
+    };
     // The inner message may carry its own position info; keep the first line.
     let reason = err.to_string();
     let reason = reason.lines().next().unwrap_or("").trim().to_string();
@@ -130,14 +134,20 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        let err = parse_str::<Outer>("[client]\nconnect_type=\"fixed\"\nconections=2\n", ConfigFormat::Toml)
-            .unwrap_err();
+        let err = parse_str::<Outer>(
+            "[client]\nconnect_type=\"fixed\"\nconections=2\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("conections"), "{err}");
     }
 
     #[test]
     fn extension_picks_the_format() {
-        assert_eq!(ConfigFormat::from_path(Path::new("a.yml")).unwrap(), ConfigFormat::Yaml);
+        assert_eq!(
+            ConfigFormat::from_path(Path::new("a.yml")).unwrap(),
+            ConfigFormat::Yaml
+        );
         assert!(ConfigFormat::from_path(Path::new("a.ini")).is_err());
     }
 }

@@ -15,7 +15,9 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum RpcError {
     /// TCP connect failed (refused, unreachable...).
-    #[error("connect to {addr} failed: {reason} (is a brisk server listening there? check the address)")]
+    #[error(
+        "connect to {addr} failed: {reason} (is a brisk server listening there? check the address)"
+    )]
     Connect { addr: String, reason: String },
 
     /// TCP connect did not complete within `connect_timeout`.
@@ -68,11 +70,17 @@ pub enum RpcError {
 
     /// A value could not be encoded with the chosen serializer.
     #[error("serialize failed ({serializer}): {reason}")]
-    Serialize { serializer: &'static str, reason: String },
+    Serialize {
+        serializer: &'static str,
+        reason: String,
+    },
 
     /// Bytes could not be decoded into the expected type with the chosen serializer.
     #[error("deserialize failed ({serializer}): {reason} (do client and server agree on the method's types?)")]
-    Deserialize { serializer: &'static str, reason: String },
+    Deserialize {
+        serializer: &'static str,
+        reason: String,
+    },
 
     /// The handler ran and returned an error; its message is carried back verbatim.
     #[error("handler error: {0}")]

@@ -127,7 +127,10 @@ mod tests {
         for c in ConnectType::ALL {
             assert_eq!(c.name().parse::<ConnectType>().unwrap(), *c);
         }
-        assert_eq!("single".parse::<ConnectType>().unwrap(), ConnectType::Reused);
+        assert_eq!(
+            "single".parse::<ConnectType>().unwrap(),
+            ConnectType::Reused
+        );
         assert_eq!("SYNC".parse::<WriteMode>().unwrap(), WriteMode::Sync);
         let err = "bogus".parse::<Dispatch>().unwrap_err();
         assert!(err.to_string().contains("`dispatch`"), "{err}");

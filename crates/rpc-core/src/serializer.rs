@@ -10,7 +10,9 @@ use std::str::FromStr;
 use crate::RpcError;
 
 /// Which serializer a frame body uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 #[repr(u8)]
 pub enum SerializerKind {
@@ -79,4 +81,3 @@ impl FromStr for SerializerKind {
         }
     }
 }
-

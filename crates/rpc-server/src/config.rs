@@ -111,3 +111,66 @@ impl ServerConfig {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::QueueKind;
+    use rpc_core::config::{parse_str, ConfigFormat};
+
+    #[test]
+    fn toml_and_yaml_share_keys_and_defaults_are_jkrpcs() {
+        let toml = "dispatch = \"direct\"\nshutdown_grace_ms = 250\n[pool]\ncore_threads = 3\nmax_threads = 9\nqueue = \"blocking\"\nkeep_alive_ms = 1000\n[transport]\nidle_timeout_ms = 5000\n";
+        let yaml = "dispatch: direct\nshutdown_grace_ms: 250\npool:\n  core_threads: 3\n  max_threads: 9\n  queue: blocking\n  keep_alive_ms: 1000\ntransport:\n  idle_timeout_ms: 5000\n";
+        let t: ServerConfig = parse_str(toml, ConfigFormat::Toml).unwrap();
+        let y: ServerConfig = parse_str(yaml, ConfigFormat::Yaml).unwrap();
+        assert_eq!(t, y);
+        assert_eq!(t.dispatch, Dispatch::Direct);
+        assert_eq!(t.pool.queue, QueueKind::Blocking);
+        assert_eq!(t.pool.keep_alive, Duration::from_secs(1));
+        assert_eq!(t.transport.idle_timeout, Duration::from_secs(5));
+        t.validate().unwrap();
+
+        let d = ServerConfig::default();
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        assert_eq!(d.pool.core_threads, cpus);
+        assert_eq!(d.pool.max_threads, cpus * 8);
+        assert_eq!(d.pool.keep_alive, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let err = parse_str::<ServerConfig>("[pool]\nqueue = \"lifo\"\n", ConfigFormat::Toml)
+            .unwrap_err();
+        assert!(err.to_string().contains("`pool.queue`"), "{err}");
+        let err =
+            parse_str::<ServerConfig>("dispatch: sideways\n", ConfigFormat::Yaml).unwrap_err();
+        assert!(err.to_string().contains("`dispatch`"), "{err}");
+        let c = ServerConfig {
+            max_in_flight_per_connection: 0,
+            ..ServerConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("max_in_flight_per_connection"));
+        let mut c = ServerConfig::default();
+        c.pool.core_threads = c.pool.max_threads + 1;
+        assert!(c.validate().unwrap_err().to_string().contains("pool"));
+    }
+
+    #[test]
+    fn from_file_reads_toml_and_reports_missing_files() {
+        let dir = std::env::temp_dir().join(format!("brisk-server-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.toml");
+        std::fs::write(&path, "addr = \"127.0.0.1:0\"\nmax_connections = 7\n").unwrap();
+        assert_eq!(ServerConfig::from_file(&path).unwrap().max_connections, 7);
+        let err = ServerConfig::from_file(dir.join("missing.toml")).unwrap_err();
+        assert!(err.to_string().contains("missing.toml"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

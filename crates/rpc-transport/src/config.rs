@@ -23,7 +23,10 @@ pub struct TransportConfig {
     /// The writer stops coalescing and writes once a batch reaches this many bytes.
     pub max_batch_bytes: usize,
     /// Send a ping when nothing was received for this long (client side).
-    #[serde(rename = "heartbeat_interval_ms", with = "rpc_core::config::duration_ms")]
+    #[serde(
+        rename = "heartbeat_interval_ms",
+        with = "rpc_core::config::duration_ms"
+    )]
     pub heartbeat_interval: Duration,
     /// Close the connection when nothing was received for this long.
     #[serde(rename = "idle_timeout_ms", with = "rpc_core::config::duration_ms")]
@@ -57,7 +60,10 @@ impl TransportConfig {
     pub fn validate(&self, prefix: &str) -> Result<(), RpcError> {
         let key = |k: &str| format!("{prefix}{k}");
         if self.connect_timeout.is_zero() {
-            return Err(RpcError::config(key("connect_timeout_ms"), "must be greater than 0"));
+            return Err(RpcError::config(
+                key("connect_timeout_ms"),
+                "must be greater than 0",
+            ));
         }
         if self.max_frame_size < rpc_codec::HEADER_LEN || self.max_frame_size > u32::MAX as usize {
             return Err(RpcError::config(
@@ -66,10 +72,16 @@ impl TransportConfig {
             ));
         }
         if self.write_queue_capacity == 0 {
-            return Err(RpcError::config(key("write_queue_capacity"), "must be at least 1"));
+            return Err(RpcError::config(
+                key("write_queue_capacity"),
+                "must be at least 1",
+            ));
         }
         if self.max_batch_bytes == 0 {
-            return Err(RpcError::config(key("max_batch_bytes"), "must be at least 1"));
+            return Err(RpcError::config(
+                key("max_batch_bytes"),
+                "must be at least 1",
+            ));
         }
         if self.heartbeat_interval.is_zero() || self.idle_timeout.is_zero() {
             return Err(RpcError::config(

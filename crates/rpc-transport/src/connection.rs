@@ -65,7 +65,8 @@ pub struct Connection {
 
 /// Opens a connection to `addr` (`host:port`) within `config.connect_timeout`.
 pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connection>, RpcError> {
-    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await {
+    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
+    {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             return Err(RpcError::Connect {
@@ -85,7 +86,10 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
 
 impl Connection {
     /// Wraps an already connected stream (spawns its reader, writer and heartbeat).
-    pub fn from_stream(stream: TcpStream, config: &TransportConfig) -> Result<Arc<Connection>, RpcError> {
+    pub fn from_stream(
+        stream: TcpStream,
+        config: &TransportConfig,
+    ) -> Result<Arc<Connection>, RpcError> {
         let peer: Arc<str> = stream
             .peer_addr()
             .map(|a| a.to_string())
@@ -109,7 +113,12 @@ impl Connection {
             config.read_buffer_min,
             config.read_buffer_max,
         );
-        tokio::spawn(read_loop(shared.clone(), reader, writer.clone(), activity.clone()));
+        tokio::spawn(read_loop(
+            shared.clone(),
+            reader,
+            writer.clone(),
+            activity.clone(),
+        ));
         heartbeat::spawn(
             activity,
             config.heartbeat_interval,
@@ -127,7 +136,12 @@ impl Connection {
 
     /// Sends a request and waits for its response frame: [`send`](Self::send)
     /// followed by [`PendingCall::response`].
-    pub async fn call(self: &Arc<Self>, frame: OutFrame, mode: WriteMode, timeout: Duration) -> Result<Frame, RpcError> {
+    pub async fn call(
+        self: &Arc<Self>,
+        frame: OutFrame,
+        mode: WriteMode,
+        timeout: Duration,
+    ) -> Result<Frame, RpcError> {
         self.send(frame, mode, timeout).await?.response().await
     }
 
@@ -140,7 +154,12 @@ impl Connection {
     /// write failure completes the call with that error. `timeout` bounds the whole
     /// call, write included. Splitting send from response lets a pooled connection
     /// go back to its pool as soon as the request is out.
-    pub async fn send(self: &Arc<Self>, mut frame: OutFrame, mode: WriteMode, timeout: Duration) -> Result<PendingCall, RpcError> {
+    pub async fn send(
+        self: &Arc<Self>,
+        mut frame: OutFrame,
+        mode: WriteMode,
+        timeout: Duration,
+    ) -> Result<PendingCall, RpcError> {
         let size = frame.encoded_len();
         if size > self.max_frame_size {
             return Err(RpcError::FrameTooLarge {
@@ -326,10 +345,13 @@ async fn read_loop(
                             "response for a request that is no longer pending (timed out or cancelled): dropped"),
                     },
                     FrameKind::Ping => {
-                        let _ = writer.try_send(Outbound::frame(OutFrame::control(FrameKind::Pong, id)));
+                        let _ = writer
+                            .try_send(Outbound::frame(OutFrame::control(FrameKind::Pong, id)));
                     }
                     FrameKind::Pong => {}
-                    kind => warn!(peer = %shared.peer, ?kind, "unexpected frame kind from a server: ignored"),
+                    kind => {
+                        warn!(peer = %shared.peer, ?kind, "unexpected frame kind from a server: ignored")
+                    }
                 }
             }
             Ok(None) => {

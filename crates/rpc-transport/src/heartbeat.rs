@@ -70,7 +70,8 @@ pub fn spawn(
             if let Some(w) = &pinger {
                 if idle >= interval {
                     ping_id = ping_id.wrapping_add(1);
-                    let _ = w.try_send(Outbound::frame(OutFrame::control(FrameKind::Ping, ping_id)));
+                    let _ =
+                        w.try_send(Outbound::frame(OutFrame::control(FrameKind::Ping, ping_id)));
                 }
             }
         }

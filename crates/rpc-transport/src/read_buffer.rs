@@ -127,9 +127,17 @@ mod tests {
         let mut b = AdaptiveReadBuffer::new(512, 1 << 20);
         assert_eq!(b.next_read_size(), 8 << 10);
         b.record(8 << 10);
-        assert_eq!(b.next_read_size(), 128 << 10, "a full read grows four steps");
+        assert_eq!(
+            b.next_read_size(),
+            128 << 10,
+            "a full read grows four steps"
+        );
         b.record(100);
-        assert_eq!(b.next_read_size(), 128 << 10, "one small read is not enough");
+        assert_eq!(
+            b.next_read_size(),
+            128 << 10,
+            "one small read is not enough"
+        );
         b.record(100);
         assert_eq!(b.next_read_size(), 64 << 10, "two in a row shrink one step");
         for _ in 0..100 {

@@ -53,7 +53,12 @@ impl FrameWriter {
     /// Spawns the writer task for `io`. It stops when `close` fires, when every
     /// handle is dropped (after writing what is queued), or on a write error
     /// (which it records in `close`).
-    pub fn spawn<W>(io: W, config: &TransportConfig, close: Arc<CloseSignal>, peer: Arc<str>) -> FrameWriter
+    pub fn spawn<W>(
+        io: W,
+        config: &TransportConfig,
+        close: Arc<CloseSignal>,
+        peer: Arc<str>,
+    ) -> FrameWriter
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
@@ -148,7 +153,10 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
         let peer = self.peer.clone();
         let err = || RpcError::Write {
             peer: peer.to_string(),
-            reason: format!("connection closed before the frame was written: {}", close.reason()),
+            reason: format!(
+                "connection closed before the frame was written: {}",
+                close.reason()
+            ),
         };
         for ack in self.acks.drain(..) {
             let _ = ack.send(Err(err()));

@@ -98,7 +98,9 @@ impl PooledConnections {
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| RpcError::Closed(format!("connection pool to {} is closed", self.inner.addr)))?;
+            .map_err(|_| {
+                RpcError::Closed(format!("connection pool to {} is closed", self.inner.addr))
+            })?;
         loop {
             let candidate = self.inner.idle.lock().pop();
             match candidate {
@@ -123,7 +125,13 @@ impl PooledConnections {
 
     /// Open connections: idle ones plus borrowed ones.
     pub fn open_count(&self) -> usize {
-        let idle = self.inner.idle.lock().iter().filter(|i| i.conn.is_open()).count();
+        let idle = self
+            .inner
+            .idle
+            .lock()
+            .iter()
+            .filter(|i| i.conn.is_open())
+            .count();
         idle + (self.inner.max - self.inner.permits.available_permits())
     }
 
@@ -174,7 +182,9 @@ impl PooledLease {
     /// The borrowed connection.
     pub fn connection(&self) -> &Arc<Connection> {
         // Only `Drop` takes the connection out.
-        self.conn.as_ref().unwrap_or_else(|| unreachable!("lease used after drop"))
+        self.conn
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("lease used after drop"))
     }
 }
 

@@ -16,8 +16,8 @@
 pub mod protobuf;
 
 use bytes::{BufMut, BytesMut};
-pub use rpc_core::SerializerKind;
 use rpc_core::RpcError;
+pub use rpc_core::SerializerKind;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -126,7 +126,10 @@ mod tests {
             assert_eq!(SerializerKind::from_id(s.id()).unwrap(), s);
             assert_eq!(s.name().parse::<SerializerKind>().unwrap(), s);
         }
-        assert_eq!(SerializerKind::from_id(0), Err(RpcError::UnknownSerializer(0)));
+        assert_eq!(
+            SerializerKind::from_id(0),
+            Err(RpcError::UnknownSerializer(0))
+        );
         assert!("xml".parse::<SerializerKind>().is_err());
     }
 }
