@@ -3,6 +3,7 @@
 //!
 //! ```toml
 //! addr = "0.0.0.0:9080"
+//! http_addr = "0.0.0.0:9081"       # optional: HTTP/JSON, /health, /metrics
 //! dispatch = "pool"                 # direct | pool
 //! max_connections = 10000
 //! max_in_flight_per_connection = 4096
@@ -35,6 +36,8 @@ use crate::pool::PoolConfig;
 pub struct ServerConfig {
     /// Address to listen on (`host:port`; port 0 picks a free one).
     pub addr: String,
+    /// Also serve the HTTP/JSON protocol, `/health` and `/metrics` on this address.
+    pub http_addr: Option<String>,
     /// Where handlers run.
     pub dispatch: Dispatch,
     /// The worker pool (used when `dispatch = "pool"`).
@@ -55,6 +58,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             addr: "127.0.0.1:9080".into(),
+            http_addr: None,
             dispatch: Dispatch::Pool,
             pool: PoolConfig::default(),
             max_connections: 10_000,
@@ -96,6 +100,12 @@ impl ServerConfig {
     /// Sets the listen address.
     pub fn with_addr(mut self, addr: impl Into<String>) -> Self {
         self.addr = addr.into();
+        self
+    }
+
+    /// Also serves HTTP/JSON on `addr`.
+    pub fn with_http_addr(mut self, addr: impl Into<String>) -> Self {
+        self.http_addr = Some(addr.into());
         self
     }
 

@@ -27,7 +27,7 @@ use rpc_transport::{CloseSignal, FrameReader, FrameWriter, Outbound};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
 
-use crate::dispatch::{execute, InFlight, InFlightPermit, PoolJob, ServerCtx};
+use crate::dispatch::{answer_frame, execute, InFlight, InFlightPermit, PoolJob, Reply, ServerCtx};
 use crate::router::Route;
 
 /// Decrements the open-connection gauge however the task ends.
@@ -55,13 +55,20 @@ pub(crate) async fn serve_connection(
     }
     let (read_half, write_half) = stream.into_split();
     let close = Arc::new(CloseSignal::new());
-    let writer = FrameWriter::spawn(write_half, transport, close.clone(), peer.clone());
+    let writer = FrameWriter::spawn_counted(
+        write_half,
+        transport,
+        close.clone(),
+        peer.clone(),
+        Some(ctx.metrics.io.clone()),
+    );
     let mut reader = FrameReader::new(
         read_half,
         transport.max_frame_size,
         transport.read_buffer_min,
         transport.read_buffer_max,
-    );
+    )
+    .with_counters(ctx.metrics.io.clone());
     let activity = Arc::new(Activity::default());
     heartbeat::spawn(
         activity.clone(),
@@ -139,7 +146,9 @@ struct DirectCall {
 
 impl DirectCall {
     async fn run(self, ctx: &ServerCtx, writer: &FrameWriter) {
-        let frame = execute(ctx, &self.route, self.req, self.id).await;
+        let serializer = self.req.serializer.id();
+        let result = execute(ctx, &self.route, self.req).await;
+        let frame = answer_frame(self.id, serializer, result);
         let _ = writer.send(Outbound::frame(frame)).await;
         drop(self.permit);
     }
@@ -223,13 +232,15 @@ impl Conn<'_> {
                     ctx: self.ctx.clone(),
                     route,
                     req,
-                    id,
                     received,
-                    writer: self.writer.clone(),
-                    permit,
+                    reply: Reply::Frame {
+                        writer: self.writer.clone(),
+                        id,
+                    },
+                    permit: Some(permit),
                 };
                 if let Err(busy) = job.submit(pool) {
-                    self.reply(busy).await;
+                    self.reply(OutFrame::error(id, raw_ser, &busy)).await;
                 }
                 None
             }

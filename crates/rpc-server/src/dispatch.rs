@@ -13,14 +13,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::FutureExt;
 use rpc_codec::OutFrame;
 use rpc_core::{
     Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler,
 };
 use rpc_transport::{FrameWriter, Outbound};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::Metrics;
 use crate::pool::WorkerPool;
 use crate::router::{Route, Router};
 use crate::stats::ServerStats;
@@ -38,6 +41,7 @@ pub(crate) struct ServerCtx {
     /// Fired when the grace period ran out: close everything now.
     pub force_close: CancellationToken,
     pub stats: Arc<ServerStats>,
+    pub metrics: Metrics,
 }
 
 impl ServerCtx {
@@ -55,9 +59,16 @@ impl Endpoint for HandlerEndpoint<'_> {
     }
 }
 
-/// Runs `req` through the interceptors and the handler; always yields a frame.
-pub(crate) async fn execute(ctx: &ServerCtx, route: &Route, req: RpcRequest, id: u64) -> OutFrame {
-    let ser = req.serializer.id();
+/// Runs `req` through the interceptors and the handler, whatever the protocol.
+///
+/// A panic becomes a `Handler` error, an answer over `max_frame_size` becomes a
+/// `FrameTooLarge` error, and the outcome is recorded in the method's metrics.
+pub(crate) async fn execute(
+    ctx: &ServerCtx,
+    route: &Route,
+    req: RpcRequest,
+) -> Result<Bytes, RpcError> {
+    let started = Instant::now();
     let call = async {
         if ctx.interceptors.is_empty() {
             route.handler.call(req).await
@@ -91,12 +102,23 @@ pub(crate) async fn execute(ctx: &ServerCtx, route: &Route, req: RpcRequest, id:
             Ok(body)
         }
     });
+    ctx.metrics.record(
+        route.service,
+        route.method,
+        started.elapsed(),
+        result.is_ok(),
+    );
+    if result.is_err() {
+        ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    result
+}
+
+/// The binary protocol's answer frame for a call's outcome.
+pub(crate) fn answer_frame(id: u64, serializer: u8, result: Result<Bytes, RpcError>) -> OutFrame {
     match result {
-        Ok(body) => OutFrame::response(id, ser, body),
-        Err(e) => {
-            ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-            OutFrame::error(id, ser, &e)
-        }
+        Ok(body) => OutFrame::response(id, serializer, body),
+        Err(e) => OutFrame::error(id, serializer, &e),
     }
 }
 
@@ -139,15 +161,36 @@ impl InFlight {
     }
 }
 
+/// Where a pooled call's outcome goes.
+pub(crate) enum Reply {
+    /// A binary-protocol connection: answer frame with this request id.
+    Frame { writer: FrameWriter, id: u64 },
+    /// An in-process waiter (the HTTP gateway).
+    Channel(oneshot::Sender<Result<Bytes, RpcError>>),
+}
+
+impl Reply {
+    /// Delivers from a worker thread. A caller that has gone away is not an error.
+    fn deliver_blocking(self, serializer: u8, result: Result<Bytes, RpcError>) {
+        match self {
+            Reply::Frame { writer, id } => {
+                let _ = writer.blocking_send(Outbound::frame(answer_frame(id, serializer, result)));
+            }
+            Reply::Channel(tx) => {
+                let _ = tx.send(result);
+            }
+        }
+    }
+}
+
 /// One call handed to the worker pool.
 pub(crate) struct PoolJob {
     pub ctx: Arc<ServerCtx>,
     pub route: Route,
     pub req: RpcRequest,
-    pub id: u64,
     pub received: Instant,
-    pub writer: FrameWriter,
-    pub permit: InFlightPermit,
+    pub reply: Reply,
+    pub permit: Option<InFlightPermit>,
 }
 
 impl PoolJob {
@@ -157,54 +200,46 @@ impl PoolJob {
             ctx,
             route,
             req,
-            id,
             received,
-            writer,
+            reply,
             permit,
         } = self;
-        let expired = req.timeout.is_some_and(|t| received.elapsed() >= t);
-        let frame = if expired {
-            ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-            let timeout = req.timeout.unwrap_or(Duration::ZERO);
-            OutFrame::error(
-                id,
-                req.serializer.id(),
-                &RpcError::Timeout {
+        let serializer = req.serializer.id();
+        let expired = req.timeout.filter(|t| received.elapsed() >= *t);
+        let result = match expired {
+            // The caller has given up already: do not spend a worker on it.
+            Some(timeout) => {
+                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                Err(RpcError::Timeout {
                     service: route.service.into(),
                     method: route.method.into(),
                     timeout,
-                },
-            )
-        } else {
-            ctx.runtime.block_on(execute(&ctx, &route, req, id))
+                })
+            }
+            None => ctx.runtime.block_on(execute(&ctx, &route, req)),
         };
-        // A closed connection is not an error here: the caller is gone.
-        let _ = writer.blocking_send(Outbound::frame(frame));
+        reply.deliver_blocking(serializer, result);
         drop(permit);
     }
 
     /// Submits to the pool. When the pool is full the job is dropped unrun
-    /// (releasing its in-flight permit) and the `ServerBusy` answer for its caller
-    /// is returned, to be sent right away.
-    pub fn submit(self, pool: &WorkerPool) -> Result<(), OutFrame> {
-        let id = self.id;
-        let ser = self.req.serializer.id();
-        let stats = self.ctx.stats.clone();
+    /// (releasing its in-flight permit) and its reply is handed back with the
+    /// `ServerBusy` error, to be answered right away.
+    pub fn submit(self, pool: &WorkerPool) -> Result<(), RpcError> {
+        let ctx = self.ctx.clone();
+        let (service, method) = (self.route.service, self.route.method);
         match pool.submit(Box::new(move || self.run())) {
             Ok(()) => Ok(()),
             Err(rejected) => {
                 drop(rejected);
-                stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
-                stats.errors.fetch_add(1, Ordering::Relaxed);
+                ctx.stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
+                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                ctx.metrics.record(service, method, Duration::ZERO, false);
                 let s = pool.stats();
-                Err(OutFrame::error(
-                    id,
-                    ser,
-                    &RpcError::ServerBusy(format!(
-                        "worker pool full ({} threads busy, {} queued)",
-                        s.active, s.queued
-                    )),
-                ))
+                Err(RpcError::ServerBusy(format!(
+                    "worker pool full ({} threads busy, {} queued)",
+                    s.active, s.queued
+                )))
             }
         }
     }

@@ -28,12 +28,15 @@
 pub mod config;
 mod connection;
 mod dispatch;
+pub mod http;
+pub mod metrics;
 pub mod pool;
 pub mod router;
 pub mod server;
 pub mod stats;
 
 pub use config::ServerConfig;
+pub use metrics::Metrics;
 pub use pool::{PoolConfig, QueueKind, WorkerPool};
 pub use router::Router;
 pub use server::{Server, ServerBuilder, ServerHandle, ShutdownReport};

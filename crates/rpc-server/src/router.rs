@@ -56,6 +56,11 @@ impl Router {
         })
     }
 
+    /// Registered services.
+    pub fn handlers(&self) -> impl Iterator<Item = &Arc<dyn ServiceHandler>> + '_ {
+        self.services.values()
+    }
+
     /// Registered service names.
     pub fn service_names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.services.keys().copied()

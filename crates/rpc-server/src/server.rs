@@ -19,6 +19,7 @@ use tracing::{info, warn};
 
 use crate::connection::serve_connection;
 use crate::dispatch::ServerCtx;
+use crate::metrics::Metrics;
 use crate::pool::{PoolStats, WorkerPool};
 use crate::router::Router;
 use crate::stats::{ServerStats, StatsSnapshot};
@@ -58,6 +59,12 @@ impl ServerBuilder {
         self
     }
 
+    /// Also serves HTTP/JSON, `/health` and `/metrics` on `addr`.
+    pub fn http_addr(mut self, addr: impl Into<String>) -> Self {
+        self.config.http_addr = Some(addr.into());
+        self
+    }
+
     /// Sets the dispatch mode.
     pub fn dispatch(mut self, dispatch: Dispatch) -> Self {
         self.config.dispatch = dispatch;
@@ -91,6 +98,13 @@ impl ServerBuilder {
                 context: format!("binding the server to {}", self.config.addr),
                 reason: format!("{e} (is another process using the port?)"),
             })?;
+        let http_listener = match &self.config.http_addr {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| RpcError::Io {
+                context: format!("binding the HTTP listener to {addr}"),
+                reason: format!("{e} (is another process using the port?)"),
+            })?),
+            None => None,
+        };
         let local_addr = listener
             .local_addr()
             .map_err(|e| RpcError::io("reading the bound address", &e))?;
@@ -106,7 +120,9 @@ impl ServerBuilder {
             }
             Dispatch::Direct => None,
         };
+        let metrics = Metrics::for_router(&self.router);
         let ctx = Arc::new(ServerCtx {
+            metrics,
             router: self.router,
             interceptors: self.interceptors,
             pool,
@@ -117,10 +133,22 @@ impl ServerBuilder {
             stats: Arc::new(ServerStats::default()),
         });
         let tracker = TaskTracker::new();
+        let http_addr = match http_listener {
+            Some(l) => {
+                let a = l
+                    .local_addr()
+                    .map_err(|e| RpcError::io("reading the bound HTTP address", &e))?;
+                tracker.spawn(crate::http::accept_loop(l, ctx.clone(), tracker.clone()));
+                info!(addr = %a, "brisk HTTP/JSON listening");
+                Some(a)
+            }
+            None => None,
+        };
         let accept = tokio::spawn(accept_loop(listener, ctx.clone(), tracker.clone()));
         info!(addr = %local_addr, dispatch = %ctx.config.dispatch, "brisk server listening");
         Ok(ServerHandle {
             local_addr,
+            http_addr,
             ctx,
             tracker,
             accept: Some(accept),
@@ -178,6 +206,7 @@ pub struct ShutdownReport {
 /// [`shutdown`](ServerHandle::shutdown) for a graceful stop.
 pub struct ServerHandle {
     local_addr: SocketAddr,
+    http_addr: Option<SocketAddr>,
     ctx: Arc<ServerCtx>,
     tracker: TaskTracker,
     accept: Option<tokio::task::JoinHandle<()>>,
@@ -189,6 +218,11 @@ impl ServerHandle {
         self.local_addr
     }
 
+    /// The bound HTTP/JSON address, when `http_addr` is configured.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
     /// Server counters.
     pub fn stats(&self) -> StatsSnapshot {
         self.ctx.stats.snapshot()
@@ -197,6 +231,18 @@ impl ServerHandle {
     /// Worker pool counters (pool dispatch only).
     pub fn pool_stats(&self) -> Option<PoolStats> {
         self.ctx.pool.as_ref().map(|p| p.stats())
+    }
+
+    /// Per-method and I/O metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.ctx.metrics
+    }
+
+    /// Everything in the Prometheus text format (what `GET /metrics` serves).
+    pub fn metrics_text(&self) -> String {
+        self.ctx
+            .metrics
+            .render(&self.ctx.stats.snapshot(), self.pool_stats().as_ref())
     }
 
     /// The effective configuration.

@@ -98,3 +98,34 @@ impl TransportConfig {
         Ok(())
     }
 }
+
+/// Byte counters shared by the connections of one endpoint (for metrics).
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    bytes_in: std::sync::atomic::AtomicU64,
+    bytes_out: std::sync::atomic::AtomicU64,
+}
+
+impl IoCounters {
+    /// Adds `n` bytes read.
+    pub fn add_in(&self, n: u64) {
+        self.bytes_in
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Adds `n` bytes written.
+    pub fn add_out(&self, n: u64) {
+        self.bytes_out
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Bytes read so far.
+    pub fn bytes_in(&self) -> u64 {
+        self.bytes_in.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes written so far.
+    pub fn bytes_out(&self) -> u64 {
+        self.bytes_out.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}

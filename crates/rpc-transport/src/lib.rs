@@ -25,7 +25,7 @@ pub mod reader;
 pub mod writer;
 
 pub use close::CloseSignal;
-pub use config::TransportConfig;
+pub use config::{IoCounters, TransportConfig};
 pub use connection::{connect, Connection, PendingCall};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::FrameReader;

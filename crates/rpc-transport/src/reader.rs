@@ -18,6 +18,7 @@ pub struct FrameReader<R> {
     buf: AdaptiveReadBuffer,
     codec: FrameCodec,
     bytes_read: u64,
+    counters: Option<std::sync::Arc<crate::IoCounters>>,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
@@ -28,7 +29,14 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             buf: AdaptiveReadBuffer::new(min, max),
             codec: FrameCodec::new(max_frame_size),
             bytes_read: 0,
+            counters: None,
         }
+    }
+
+    /// Also counts every byte read into `counters`.
+    pub fn with_counters(mut self, counters: std::sync::Arc<crate::IoCounters>) -> Self {
+        self.counters = Some(counters);
+        self
     }
 
     /// The next frame; `Ok(None)` on a clean end of stream between frames.
@@ -51,6 +59,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 )));
             }
             self.bytes_read += n as u64;
+            if let Some(c) = &self.counters {
+                c.add_in(n as u64);
+            }
             self.buf.record(n);
         }
     }

@@ -62,6 +62,20 @@ impl FrameWriter {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        Self::spawn_counted(io, config, close, peer, None)
+    }
+
+    /// Like [`spawn`](Self::spawn), also counting every byte written into `counters`.
+    pub fn spawn_counted<W>(
+        io: W,
+        config: &TransportConfig,
+        close: Arc<CloseSignal>,
+        peer: Arc<str>,
+        counters: Option<Arc<crate::IoCounters>>,
+    ) -> FrameWriter
+    where
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (tx, rx) = mpsc::channel(config.write_queue_capacity);
         let task = WriterTask {
             io,
@@ -72,6 +86,7 @@ impl FrameWriter {
             max_frame: config.max_frame_size,
             close: close.clone(),
             peer: peer.clone(),
+            counters,
         };
         tokio::spawn(task.run());
         FrameWriter { tx, close, peer }
@@ -130,6 +145,7 @@ struct WriterTask<W> {
     max_frame: usize,
     close: Arc<CloseSignal>,
     peer: Arc<str>,
+    counters: Option<Arc<crate::IoCounters>>,
 }
 
 impl<W: AsyncWrite + Unpin> WriterTask<W> {
@@ -188,6 +204,9 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                         }));
                     }
                     return Err(reason);
+                }
+                if let Some(c) = &self.counters {
+                    c.add_out(self.buf.len() as u64);
                 }
             }
             for ack in self.acks.drain(..) {

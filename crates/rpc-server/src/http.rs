@@ -1,0 +1,265 @@
+//! The HTTP/JSON protocol (jkrpc's `jsonr`), beside the binary one.
+//!
+//! `POST /{service}/{method}` with a JSON array of the method's arguments (empty
+//! body or `[]` for none) calls the very same handlers, through the same
+//! interceptors and the same dispatch (direct, or the worker pool with its busy
+//! answer), and answers the JSON of the result. This lets curl, load tools and
+//! other languages call a brisk service. Also served: `GET /health` and
+//! `GET /metrics` (Prometheus text).
+//!
+//! Call metadata comes from `x-brisk-meta-<key>` headers; `x-brisk-timeout-ms`
+//! sets the call's timeout. Errors map to status codes with a JSON error body:
+//! 400 bad JSON or arguments, 401 unauthenticated, 404 unknown service or
+//! method, 405 wrong verb, 413 body over `max_frame_size`, 503 server busy or
+//! shutting down, 504 timeout, 500 handler error.
+
+use std::borrow::Cow;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use rpc_core::{Dispatch, Metadata, RpcError, RpcRequest, SerializerKind};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+use crate::dispatch::{execute, PoolJob, Reply, ServerCtx};
+
+const META_PREFIX: &str = "x-brisk-meta-";
+const TIMEOUT_HEADER: &str = "x-brisk-timeout-ms";
+
+/// Accepts HTTP connections until the server stops.
+pub(crate) async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, tracker: TaskTracker) {
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = ctx.stopping.cancelled() => break,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                warn!(error = %e, "http accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = ctx.clone();
+        tracker.spawn(async move {
+            let service_ctx = ctx.clone();
+            let service = service_fn(move |req| {
+                let ctx = service_ctx.clone();
+                async move { Ok::<_, Infallible>(handle(&ctx, peer, req).await) }
+            });
+            let conn = http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        debug!(%peer, error = %e, "http connection ended with an error");
+                    }
+                }
+                _ = ctx.stopping.cancelled() => {
+                    // Finish the request in progress, then close.
+                    conn.as_mut().graceful_shutdown();
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = ctx.force_close.cancelled() => {}
+                    }
+                }
+            }
+        });
+    }
+}
+
+type HttpResponse = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json_error(status: StatusCode, err: &RpcError) -> HttpResponse {
+    let body = serde_json::json!({
+        "error": error_kind(err),
+        "message": err.to_string(),
+    });
+    respond(status, "application/json", body.to_string())
+}
+
+fn error_kind(err: &RpcError) -> &'static str {
+    match err {
+        RpcError::Deserialize { .. } | RpcError::Protocol(_) => "bad_request",
+        RpcError::UnknownService(_) => "unknown_service",
+        RpcError::UnknownMethod { .. } => "unknown_method",
+        RpcError::FrameTooLarge { .. } => "too_large",
+        RpcError::ServerBusy(_) => "server_busy",
+        RpcError::ShuttingDown => "shutting_down",
+        RpcError::Timeout { .. } => "timeout",
+        RpcError::Unauthenticated(_) => "unauthenticated",
+        _ => "handler_error",
+    }
+}
+
+/// The HTTP status an error maps to.
+pub fn status_for(err: &RpcError) -> StatusCode {
+    match err {
+        RpcError::Deserialize { .. } | RpcError::Protocol(_) => StatusCode::BAD_REQUEST,
+        RpcError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+        RpcError::UnknownService(_) | RpcError::UnknownMethod { .. } => StatusCode::NOT_FOUND,
+        RpcError::FrameTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        RpcError::ServerBusy(_) | RpcError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+        RpcError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) -> HttpResponse {
+    let path = req.uri().path().to_owned();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/health") => {
+            if ctx.stopping.is_cancelled() {
+                respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "application/json",
+                    r#"{"status":"shutting_down"}"#,
+                )
+            } else {
+                respond(StatusCode::OK, "application/json", r#"{"status":"ok"}"#)
+            }
+        }
+        (&Method::GET, "/metrics") => {
+            let pool = ctx.pool.as_ref().map(|p| p.stats());
+            let text = ctx.metrics.render(&ctx.stats.snapshot(), pool.as_ref());
+            respond(StatusCode::OK, "text/plain; version=0.0.4", text)
+        }
+        (&Method::POST, _) => match call(ctx, peer, &path, req).await {
+            Ok(body) => respond(StatusCode::OK, "application/json", body),
+            Err(e) => json_error(status_for(&e), &e),
+        },
+        _ => {
+            let err = RpcError::Protocol(format!(
+                "use POST /{{service}}/{{method}} (or GET /health, GET /metrics), not {} {path}",
+                req.method()
+            ));
+            json_error(StatusCode::METHOD_NOT_ALLOWED, &err)
+        }
+    }
+}
+
+async fn call(
+    ctx: &Arc<ServerCtx>,
+    peer: SocketAddr,
+    path: &str,
+    req: Request<Incoming>,
+) -> Result<Bytes, RpcError> {
+    let received = Instant::now();
+    let mut parts = path.trim_matches('/').splitn(2, '/');
+    let service = parts.next().unwrap_or_default();
+    let method = parts.next().unwrap_or_default();
+    if ctx.stopping.is_cancelled() {
+        return Err(RpcError::ShuttingDown);
+    }
+    let route = ctx.router.route(service, method)?;
+
+    let mut metadata = Metadata::new();
+    let mut timeout = None;
+    for (name, value) in req.headers() {
+        let Ok(value) = value.to_str() else { continue };
+        if let Some(key) = name.as_str().strip_prefix(META_PREFIX) {
+            metadata.insert(key, value);
+        } else if name.as_str() == TIMEOUT_HEADER {
+            let ms: u64 = value.trim().parse().map_err(|_| {
+                RpcError::Protocol(format!(
+                    "{TIMEOUT_HEADER} must be a number of milliseconds, got `{value}`"
+                ))
+            })?;
+            timeout = Some(Duration::from_millis(ms));
+        }
+    }
+
+    let max = ctx.config.transport.max_frame_size;
+    let body = Limited::new(req.into_body(), max)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                RpcError::FrameTooLarge {
+                    size: max as u64 + 1,
+                    max: max as u64,
+                }
+            } else {
+                RpcError::Protocol(format!("reading the request body failed: {e}"))
+            }
+        })?
+        .to_bytes();
+    ctx.metrics.io.add_in(body.len() as u64);
+    // A method without arguments accepts an empty body or `[]`.
+    let trimmed = body.as_ref().trim_ascii();
+    let body = if trimmed.is_empty() || trimmed == b"[]" {
+        Bytes::new()
+    } else {
+        body
+    };
+
+    let rpc_req = RpcRequest {
+        service: Cow::Borrowed(route.service),
+        method: Cow::Borrowed(route.method),
+        serializer: SerializerKind::Json,
+        metadata,
+        body,
+        timeout,
+        peer: Some(peer),
+    };
+    let run = async {
+        match (ctx.config.dispatch, &ctx.pool) {
+            (Dispatch::Pool, Some(pool)) => {
+                let (tx, rx) = oneshot::channel();
+                PoolJob {
+                    ctx: ctx.clone(),
+                    route: route.clone(),
+                    req: rpc_req,
+                    received,
+                    reply: Reply::Channel(tx),
+                    permit: None,
+                }
+                .submit(pool)?;
+                rx.await
+                    .map_err(|_| RpcError::Handler("the worker dropped the call".into()))?
+            }
+            _ => execute(ctx, &route, rpc_req).await,
+        }
+    };
+    let result = match timeout {
+        Some(t) => tokio::time::timeout(t, run).await.unwrap_or_else(|_| {
+            Err(RpcError::Timeout {
+                service: route.service.into(),
+                method: route.method.into(),
+                timeout: t,
+            })
+        }),
+        None => run.await,
+    };
+    if let Ok(b) = &result {
+        ctx.metrics.io.add_out(b.len() as u64);
+    }
+    result
+}

@@ -1,0 +1,215 @@
+//! [`Metrics`]: per-method call counts, errors and latency histograms, plus the
+//! I/O byte counters, rendered in the Prometheus text format for `GET /metrics`.
+//!
+//! Every method a server answers is known when it starts (the router lists
+//! them), so the per-method table is built once and never locked: recording a
+//! call is a map lookup by two `&'static str` and a few relaxed atomic adds.
+//! Histogram buckets are cumulative at render time, as Prometheus expects.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpc_transport::IoCounters;
+
+use crate::pool::PoolStats;
+use crate::router::Router;
+use crate::stats::StatsSnapshot;
+
+/// Upper bounds of the latency buckets, in seconds.
+pub const LATENCY_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
+];
+
+/// Counters of one method.
+#[derive(Debug, Default)]
+pub struct MethodMetrics {
+    calls: AtomicU64,
+    errors: AtomicU64,
+    sum_micros: AtomicU64,
+    /// Non-cumulative counts per bucket; the last slot is +Inf.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+}
+
+impl MethodMetrics {
+    fn record(&self, elapsed: Duration, ok: bool) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let secs = elapsed.as_secs_f64();
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Calls recorded (successful or not).
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Calls that ended in an error.
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+}
+
+/// All metrics of one server.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    methods: HashMap<(&'static str, &'static str), MethodMetrics>,
+    /// Bytes read and written on every connection (binary and HTTP).
+    pub io: Arc<IoCounters>,
+}
+
+impl Metrics {
+    /// A table with one entry per method the router knows.
+    pub fn for_router(router: &Router) -> Metrics {
+        let mut methods = HashMap::new();
+        for service in router.handlers() {
+            for method in service.method_names() {
+                methods.insert((service.service_name(), *method), MethodMetrics::default());
+            }
+        }
+        Metrics {
+            methods,
+            io: Arc::new(IoCounters::default()),
+        }
+    }
+
+    /// Records one call of `service.method`.
+    pub fn record(&self, service: &'static str, method: &'static str, elapsed: Duration, ok: bool) {
+        if let Some(m) = self.methods.get(&(service, method)) {
+            m.record(elapsed, ok);
+        }
+    }
+
+    /// The counters of one method.
+    pub fn method(&self, service: &str, method: &str) -> Option<&MethodMetrics> {
+        self.methods
+            .iter()
+            .find(|((s, m), _)| *s == service && *m == method)
+            .map(|(_, v)| v)
+    }
+
+    /// Renders everything in the Prometheus text exposition format.
+    pub fn render(&self, stats: &StatsSnapshot, pool: Option<&PoolStats>) -> String {
+        let mut out = String::with_capacity(4096);
+        let mut keys: Vec<_> = self.methods.keys().copied().collect();
+        keys.sort_unstable();
+
+        out.push_str("# HELP brisk_calls_total Calls handled, per method.\n# TYPE brisk_calls_total counter\n");
+        for (s, m) in &keys {
+            let v = self.methods[&(*s, *m)].calls();
+            let _ = writeln!(
+                out,
+                "brisk_calls_total{{service=\"{s}\",method=\"{m}\"}} {v}"
+            );
+        }
+        out.push_str("# HELP brisk_call_errors_total Calls answered with an error, per method.\n# TYPE brisk_call_errors_total counter\n");
+        for (s, m) in &keys {
+            let v = self.methods[&(*s, *m)].errors();
+            let _ = writeln!(
+                out,
+                "brisk_call_errors_total{{service=\"{s}\",method=\"{m}\"}} {v}"
+            );
+        }
+        out.push_str("# HELP brisk_call_duration_seconds Handler latency, per method.\n# TYPE brisk_call_duration_seconds histogram\n");
+        for (s, m) in &keys {
+            let mm = &self.methods[&(*s, *m)];
+            let mut cumulative = 0;
+            for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
+                cumulative += mm.buckets[i].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "brisk_call_duration_seconds_bucket{{service=\"{s}\",method=\"{m}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            cumulative += mm.buckets[LATENCY_BUCKETS.len()].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "brisk_call_duration_seconds_bucket{{service=\"{s}\",method=\"{m}\",le=\"+Inf\"}} {cumulative}"
+            );
+            let sum = mm.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "brisk_call_duration_seconds_sum{{service=\"{s}\",method=\"{m}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "brisk_call_duration_seconds_count{{service=\"{s}\",method=\"{m}\"}} {cumulative}"
+            );
+        }
+        let gauge = |out: &mut String, name: &str, help: &str, kind: &str, v: String| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
+        };
+        gauge(
+            &mut out,
+            "brisk_open_connections",
+            "Binary-protocol connections open.",
+            "gauge",
+            stats.open_connections.to_string(),
+        );
+        gauge(
+            &mut out,
+            "brisk_requests_total",
+            "Binary-protocol requests read.",
+            "counter",
+            stats.requests.to_string(),
+        );
+        gauge(
+            &mut out,
+            "brisk_busy_rejections_total",
+            "Calls rejected because the worker pool was full.",
+            "counter",
+            stats.busy_rejections.to_string(),
+        );
+        gauge(
+            &mut out,
+            "brisk_bytes_in_total",
+            "Bytes read from clients.",
+            "counter",
+            self.io.bytes_in().to_string(),
+        );
+        gauge(
+            &mut out,
+            "brisk_bytes_out_total",
+            "Bytes written to clients.",
+            "counter",
+            self.io.bytes_out().to_string(),
+        );
+        if let Some(p) = pool {
+            gauge(
+                &mut out,
+                "brisk_pool_threads",
+                "Worker pool threads alive.",
+                "gauge",
+                p.pool_size.to_string(),
+            );
+            gauge(
+                &mut out,
+                "brisk_pool_active_threads",
+                "Worker pool threads running a call.",
+                "gauge",
+                p.active.to_string(),
+            );
+            gauge(
+                &mut out,
+                "brisk_pool_queue_depth",
+                "Calls waiting in the worker pool queue.",
+                "gauge",
+                p.queued.to_string(),
+            );
+        }
+        out
+    }
+}
