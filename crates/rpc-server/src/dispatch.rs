@@ -102,12 +102,7 @@ pub(crate) async fn execute(
             Ok(body)
         }
     });
-    ctx.metrics.record(
-        route.service,
-        route.method,
-        started.elapsed(),
-        result.is_ok(),
-    );
+    route.metrics.record(started.elapsed(), result.is_ok());
     if result.is_err() {
         ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
     }
@@ -227,14 +222,14 @@ impl PoolJob {
     /// `ServerBusy` error, to be answered right away.
     pub fn submit(self, pool: &WorkerPool) -> Result<(), RpcError> {
         let ctx = self.ctx.clone();
-        let (service, method) = (self.route.service, self.route.method);
+        let route = self.route.clone();
         match pool.submit(Box::new(move || self.run())) {
             Ok(()) => Ok(()),
             Err(rejected) => {
                 drop(rejected);
                 ctx.stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
                 ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                ctx.metrics.record(service, method, Duration::ZERO, false);
+                route.metrics.record(Duration::ZERO, false);
                 let s = pool.stats();
                 Err(RpcError::ServerBusy(format!(
                     "worker pool full ({} threads busy, {} queued)",

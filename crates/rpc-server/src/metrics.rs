@@ -6,7 +6,6 @@
 //! call is a map lookup by two `&'static str` and a few relaxed atomic adds.
 //! Histogram buckets are cumulative at render time, as Prometheus expects.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use std::time::Duration;
 use rpc_transport::IoCounters;
 
 use crate::pool::PoolStats;
-use crate::router::Router;
+use crate::router::{Route, Router};
 use crate::stats::StatsSnapshot;
 
 /// Upper bounds of the latency buckets, in seconds.
@@ -34,7 +33,8 @@ pub struct MethodMetrics {
 }
 
 impl MethodMetrics {
-    fn record(&self, elapsed: Duration, ok: bool) {
+    /// Records one call.
+    pub fn record(&self, elapsed: Duration, ok: bool) {
         self.calls.fetch_add(1, Ordering::Relaxed);
         if !ok {
             self.errors.fetch_add(1, Ordering::Relaxed);
@@ -61,68 +61,64 @@ impl MethodMetrics {
 }
 
 /// All metrics of one server.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Metrics {
-    methods: HashMap<(&'static str, &'static str), MethodMetrics>,
+    routes: Vec<Route>,
     /// Bytes read and written on every connection (binary and HTTP).
     pub io: Arc<IoCounters>,
 }
 
-impl Metrics {
-    /// A table with one entry per method the router knows.
-    pub fn for_router(router: &Router) -> Metrics {
-        let mut methods = HashMap::new();
-        for service in router.handlers() {
-            for method in service.method_names() {
-                methods.insert((service.service_name(), *method), MethodMetrics::default());
-            }
-        }
-        Metrics {
-            methods,
-            io: Arc::new(IoCounters::default()),
-        }
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("methods", &self.routes.len())
+            .field("io", &self.io)
+            .finish()
     }
+}
 
-    /// Records one call of `service.method`.
-    pub fn record(&self, service: &'static str, method: &'static str, elapsed: Duration, ok: bool) {
-        if let Some(m) = self.methods.get(&(service, method)) {
-            m.record(elapsed, ok);
+impl Metrics {
+    /// Metrics over every route of `router` (the counters live in the routes).
+    pub fn for_router(router: &Router) -> Metrics {
+        Metrics {
+            routes: router.routes(),
+            io: Arc::new(IoCounters::default()),
         }
     }
 
     /// The counters of one method.
     pub fn method(&self, service: &str, method: &str) -> Option<&MethodMetrics> {
-        self.methods
+        self.routes
             .iter()
-            .find(|((s, m), _)| *s == service && *m == method)
-            .map(|(_, v)| v)
+            .find(|r| r.service == service && r.method == method)
+            .map(|r| &r.metrics)
     }
 
     /// Renders everything in the Prometheus text exposition format.
     pub fn render(&self, stats: &StatsSnapshot, pool: Option<&PoolStats>) -> String {
         let mut out = String::with_capacity(4096);
-        let mut keys: Vec<_> = self.methods.keys().copied().collect();
-        keys.sort_unstable();
+        let keys: Vec<(&str, &MethodMetrics)> =
+            self.routes.iter().map(|r| (r.method, &r.metrics)).collect();
+        let services: Vec<&str> = self.routes.iter().map(|r| r.service).collect();
 
         out.push_str("# HELP brisk_calls_total Calls handled, per method.\n# TYPE brisk_calls_total counter\n");
-        for (s, m) in &keys {
-            let v = self.methods[&(*s, *m)].calls();
+        for ((m, mm), s) in keys.iter().zip(&services) {
+            let v = mm.calls();
             let _ = writeln!(
                 out,
                 "brisk_calls_total{{service=\"{s}\",method=\"{m}\"}} {v}"
             );
         }
         out.push_str("# HELP brisk_call_errors_total Calls answered with an error, per method.\n# TYPE brisk_call_errors_total counter\n");
-        for (s, m) in &keys {
-            let v = self.methods[&(*s, *m)].errors();
+        for ((m, mm), s) in keys.iter().zip(&services) {
+            let v = mm.errors();
             let _ = writeln!(
                 out,
                 "brisk_call_errors_total{{service=\"{s}\",method=\"{m}\"}} {v}"
             );
         }
         out.push_str("# HELP brisk_call_duration_seconds Handler latency, per method.\n# TYPE brisk_call_duration_seconds histogram\n");
-        for (s, m) in &keys {
-            let mm = &self.methods[&(*s, *m)];
+        for ((m, mm), s) in keys.iter().zip(&services) {
             let mut cumulative = 0;
             for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
                 cumulative += mm.buckets[i].load(Ordering::Relaxed);

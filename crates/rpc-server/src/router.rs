@@ -1,4 +1,4 @@
-//! [`Router`]: service name → handler.
+//! [`Router`]: service and method name → [`Route`].
 //!
 //! Lookups borrow the names straight out of the request frame and hand back the
 //! handler's own `'static` names, so routing a call allocates nothing. Unknown
@@ -10,18 +10,25 @@ use std::sync::Arc;
 
 use rpc_core::{RpcError, ServiceHandler};
 
-/// A resolved call target.
-#[derive(Clone)]
-pub struct Route {
+use crate::metrics::MethodMetrics;
+
+/// A resolved call target, built once per method when the service is added:
+/// routing a call is a lookup and one `Arc` clone, and the method's metrics
+/// travel with it.
+pub struct RouteEntry {
     pub handler: Arc<dyn ServiceHandler>,
     pub service: &'static str,
     pub method: &'static str,
+    pub metrics: MethodMetrics,
 }
+
+/// A shared [`RouteEntry`].
+pub type Route = Arc<RouteEntry>;
 
 /// The services a server answers.
 #[derive(Default, Clone)]
 pub struct Router {
-    services: HashMap<&'static str, Arc<dyn ServiceHandler>>,
+    services: HashMap<&'static str, Vec<Route>>,
 }
 
 impl Router {
@@ -32,33 +39,43 @@ impl Router {
 
     /// Adds a service; a second service with the same name replaces the first.
     pub fn add(&mut self, handler: Arc<dyn ServiceHandler>) {
-        self.services.insert(handler.service_name(), handler);
+        let service = handler.service_name();
+        let routes = handler
+            .method_names()
+            .iter()
+            .map(|method| {
+                Arc::new(RouteEntry {
+                    handler: handler.clone(),
+                    service,
+                    method,
+                    metrics: MethodMetrics::default(),
+                })
+            })
+            .collect();
+        self.services.insert(service, routes);
     }
 
     /// Resolves `service`/`method`.
     pub fn route(&self, service: &str, method: &str) -> Result<Route, RpcError> {
-        let handler = self
+        let routes = self
             .services
             .get(service)
             .ok_or_else(|| RpcError::UnknownService(service.to_owned()))?;
-        let method = handler
-            .method_names()
+        routes
             .iter()
-            .find(|m| **m == method)
+            .find(|r| r.method == method)
+            .cloned()
             .ok_or_else(|| RpcError::UnknownMethod {
                 service: service.to_owned(),
                 method: method.to_owned(),
-            })?;
-        Ok(Route {
-            handler: handler.clone(),
-            service: handler.service_name(),
-            method,
-        })
+            })
     }
 
-    /// Registered services.
-    pub fn handlers(&self) -> impl Iterator<Item = &Arc<dyn ServiceHandler>> + '_ {
-        self.services.values()
+    /// Every route, sorted by service then method.
+    pub fn routes(&self) -> Vec<Route> {
+        let mut all: Vec<Route> = self.services.values().flatten().cloned().collect();
+        all.sort_by_key(|r| (r.service, r.method));
+        all
     }
 
     /// Registered service names.
