@@ -1,0 +1,767 @@
+//! The benchmark server: [`BenchmarkService`](crate::BenchmarkService) over a [`MessageStore`],
+//! served by brisk with every dispatch and worker-pool setting the suite compares.
+//!
+//! # Why it exists
+//!
+//! The benchmark client measures a *separate* server process, as jksoa-benchmark did: a server
+//! sharing the client's runtime and CPU would measure the client's scheduling as much as the
+//! server. This module is that server, usable three ways:
+//!
+//! * `cargo run --release --example benchmark_server -- --dispatch pool --queue blocking` — a
+//!   person starts it by hand (the example is a thin clap wrapper around [`run`]);
+//! * the benchmark client spawns its own executable as a child process,
+//!   `current_exe() __serve <ServerArgs::to_argv()>`, whose `__serve` subcommand calls [`run`];
+//!   the child prints one `LISTENING <ip:port>` line on stdout ([`LISTENING_PREFIX`],
+//!   [`parse_listening_line`], [`wait_for_listening`]) and, with `--exit-on-stdin-eof`, dies
+//!   with its parent because its stdin pipe reaches EOF;
+//! * tests and benches start it in-process with [`start`] (or [`serve_until`]).
+//!
+//! # Configuration
+//!
+//! [`ServerArgs`] are the command-line flags. The effective [`ServerConfig`]
+//! ([`ServerArgs::server_config`]) is: the defaults, replaced by `--config FILE` (TOML or YAML,
+//! the keys of [`ServerConfig`]) when given, then every flag given explicitly on top. All flags
+//! are `Option`s for that reason: an unset flag leaves the file's (or the default) value alone.
+//!
+//! The store is opened before the server binds, so a wrong database URL or an unwritable data
+//! directory stops the start with a clear message instead of a 100 % error rate in a report.
+//!
+//! # Output protocol (stdout)
+//!
+//! [`run`] prints the effective configuration ([`effective_config_text`]), then exactly one line
+//! `LISTENING <ip:port>` (flushed), and after a shutdown signal a short shutdown report. Logs
+//! (tracing) belong on stderr. Writes to stdout after start-up ignore errors, so a parent that
+//! closes its end of the pipe does not crash the server.
+
+use std::fmt;
+use std::future::Future;
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use brisk::server::stats::StatsSnapshot;
+use brisk::server::ShutdownReport;
+use brisk::{Dispatch, QueueKind, RpcError, Server, ServerConfig, ServerHandle};
+use tracing::{info, warn};
+
+use crate::service::{BenchmarkServiceImpl, BenchmarkServiceServer};
+use crate::store::{MessageStore, StoreConfig, StoreError};
+
+/// The line the server prints once it accepts connections is this prefix followed by the bound
+/// address, e.g. `LISTENING 127.0.0.1:40123`.
+pub const LISTENING_PREFIX: &str = "LISTENING ";
+
+/// The hidden subcommand the benchmark client uses to run its own executable as the server:
+/// `current_exe() __serve <ServerArgs::to_argv()>`.
+pub const SERVE_SUBCOMMAND: &str = "__serve";
+
+/// Largest database pool chosen automatically (from the worker pool size or the I/O threads).
+/// An explicit `--db-pool-size` may exceed it.
+pub const MAX_AUTO_DB_POOL: usize = 64;
+
+/// How long [`run`] lets the runtime finish leftover tasks after the graceful shutdown.
+const RUNTIME_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Command-line flags of the benchmark server.
+///
+/// Every setting is optional: unset means "the value from `--config`, or the default". Build it
+/// with clap (`#[command(flatten)]`) or in code (`ServerArgs { addr: Some(..), ..Default::default() }`),
+/// and turn it back into flags with [`to_argv`](ServerArgs::to_argv).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerArgs {
+    /// Address to listen on, HOST:PORT; port 0 picks a free port [default: 127.0.0.1:9080]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+
+    /// Where handlers run: `direct` (on the connection's I/O task) or `pool` (on the bounded
+    /// worker pool) [default: pool]
+    #[arg(long, value_name = "direct|pool")]
+    pub dispatch: Option<Dispatch>,
+
+    /// Worker pool queue: `blocking` (mutex + condvar FIFO) or `transfer` (lock-free hand-off)
+    /// [default: transfer]
+    #[arg(long, value_name = "blocking|transfer")]
+    pub queue: Option<QueueKind>,
+
+    /// Worker threads started up front [default: number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub core_threads: Option<usize>,
+
+    /// Upper bound on worker threads [default: core threads × 8]
+    #[arg(long, value_name = "N")]
+    pub max_threads: Option<usize>,
+
+    /// Worker pool queue bound; beyond it requests get an immediate "server busy" answer
+    /// [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub queue_size: Option<usize>,
+
+    /// Idle time after which a worker thread above the core size exits [default: 60000]
+    #[arg(long, value_name = "MS")]
+    pub keep_alive_ms: Option<u64>,
+
+    /// Tokio I/O (runtime worker) threads [default: number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub io_threads: Option<usize>,
+
+    /// Database of the `db` scenario: `sqlite:PATH`, `sqlite::memory:` or
+    /// `postgres://user:password@host:port/dbname` [default: embedded SQLite brisk-bench.db in
+    /// the system temp directory]
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+
+    /// Database connections [default: max threads with pool dispatch, I/O threads with direct
+    /// dispatch, at most 64]
+    #[arg(long, value_name = "N")]
+    pub db_pool_size: Option<usize>,
+
+    /// Directory of `messages.json` for the `file` scenario (created and seeded when missing)
+    /// [default: brisk-bench in the system temp directory]
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// A server config file (.toml, .yaml or .yml, the keys of brisk's ServerConfig); flags given
+    /// explicitly override its values
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Shut down when stdin reaches EOF (used by a parent process so the server dies with it)
+    #[arg(long, hide = true)]
+    pub exit_on_stdin_eof: bool,
+}
+
+impl ServerArgs {
+    /// The args as command-line flags, such that parsing them back (clap) yields `self`: only
+    /// the flags that are set, each as `--flag value`. Paths that are not valid UTF-8 are
+    /// converted lossily; the database URL (password included) appears as given, so it will be
+    /// visible in the child's command line.
+    pub fn to_argv(&self) -> Vec<String> {
+        let mut argv = Vec::new();
+        let mut push = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                argv.push(format!("--{flag}"));
+                argv.push(value);
+            }
+        };
+        push("addr", self.addr.clone());
+        push("dispatch", self.dispatch.map(|d| d.name().to_owned()));
+        push("queue", self.queue.map(|q| q.to_string()));
+        push("core-threads", self.core_threads.map(|n| n.to_string()));
+        push("max-threads", self.max_threads.map(|n| n.to_string()));
+        push("queue-size", self.queue_size.map(|n| n.to_string()));
+        push("keep-alive-ms", self.keep_alive_ms.map(|n| n.to_string()));
+        push("io-threads", self.io_threads.map(|n| n.to_string()));
+        push("db", self.db.clone());
+        push("db-pool-size", self.db_pool_size.map(|n| n.to_string()));
+        push(
+            "data-dir",
+            self.data_dir.as_ref().map(|p| p.display().to_string()),
+        );
+        push(
+            "config",
+            self.config.as_ref().map(|p| p.display().to_string()),
+        );
+        if self.exit_on_stdin_eof {
+            argv.push("--exit-on-stdin-eof".to_owned());
+        }
+        argv
+    }
+
+    /// The effective, validated server configuration: the defaults, or `--config` when given,
+    /// then every flag that is set.
+    ///
+    /// When only one of `--core-threads` / `--max-threads` is given and it conflicts with the
+    /// other bound (e.g. `--max-threads 4` on a 16-CPU host, whose default core size is 16), the
+    /// bound that was not given follows the one that was. Both given and conflicting is an
+    /// error. Errors are [`RpcError::Config`] naming the key.
+    pub fn server_config(&self) -> Result<ServerConfig, RpcError> {
+        let mut config = match &self.config {
+            // Loaded without validation: the flags may still fix a value; validated below.
+            Some(path) => brisk::rpc_core::config::load_file::<ServerConfig>(path)?,
+            None => ServerConfig::default(),
+        };
+        if let Some(addr) = &self.addr {
+            config.addr = addr.clone();
+        }
+        if let Some(dispatch) = self.dispatch {
+            config.dispatch = dispatch;
+        }
+        let pool = &mut config.pool;
+        if let Some(queue) = self.queue {
+            pool.queue = queue;
+        }
+        if let Some(n) = self.core_threads {
+            pool.core_threads = n;
+        }
+        if let Some(n) = self.max_threads {
+            pool.max_threads = n;
+        }
+        if pool.core_threads > pool.max_threads {
+            match (self.core_threads.is_some(), self.max_threads.is_some()) {
+                (false, true) => pool.core_threads = pool.max_threads,
+                (true, false) => pool.max_threads = pool.core_threads,
+                _ => {}
+            }
+        }
+        if let Some(n) = self.queue_size {
+            pool.queue_size = n;
+        }
+        if let Some(ms) = self.keep_alive_ms {
+            pool.keep_alive = Duration::from_millis(ms);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Tokio worker threads: `--io-threads`, or the number of CPUs.
+    pub fn effective_io_threads(&self) -> Result<usize, RpcError> {
+        match self.io_threads {
+            Some(0) => Err(RpcError::config("io-threads", "must be at least 1")),
+            Some(n) => Ok(n),
+            None => Ok(cpus()),
+        }
+    }
+
+    /// Database pool size: `--db-pool-size`, or one connection per thread that may run a query
+    /// at once (max worker threads with pool dispatch, I/O threads with direct dispatch), capped
+    /// at [`MAX_AUTO_DB_POOL`].
+    pub fn effective_db_pool_size(&self, config: &ServerConfig) -> Result<usize, RpcError> {
+        match self.db_pool_size {
+            Some(0) => Err(RpcError::config("db-pool-size", "must be at least 1")),
+            Some(n) => Ok(n),
+            None => {
+                let threads = match config.dispatch {
+                    Dispatch::Pool => config.pool.max_threads,
+                    Dispatch::Direct => self.effective_io_threads()?,
+                };
+                Ok(threads.clamp(1, MAX_AUTO_DB_POOL))
+            }
+        }
+    }
+
+    /// Where the data lives: `--data-dir` (or the default directory), `--db` (or the default
+    /// SQLite file) and the pool size from [`effective_db_pool_size`](Self::effective_db_pool_size).
+    pub fn store_config(&self, config: &ServerConfig) -> Result<StoreConfig, RpcError> {
+        let mut store = match &self.data_dir {
+            Some(dir) => StoreConfig::new(dir),
+            None => StoreConfig::default(),
+        };
+        store.db_url = self.db.clone();
+        store.db_pool_size = self.effective_db_pool_size(config)?;
+        Ok(store)
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Why the benchmark server could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// An invalid setting (flag or config file; the message names the key), or the server could
+    /// not bind its address.
+    #[error("{0}")]
+    Rpc(#[from] RpcError),
+
+    /// The message file or the database could not be opened.
+    #[error("cannot open the benchmark data: {0}")]
+    Store(#[from] StoreError),
+
+    /// An operating-system level failure outside brisk (creating the runtime, reading the child's
+    /// output).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A spawned server process ended before it printed its `LISTENING` line.
+    #[error("the benchmark server process exited before it started listening (see its error output above){}", last_output_hint(.last_output))]
+    ChildExited {
+        /// The last lines the child printed on stdout, if any.
+        last_output: Vec<String>,
+    },
+}
+
+fn last_output_hint(lines: &[String]) -> String {
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; its last output: {}", lines.join(" | "))
+    }
+}
+
+/// A started benchmark server: the brisk handle plus what it serves.
+pub struct StartedServer {
+    /// The running brisk server; [`shutdown`](StartedServer::shutdown) stops it gracefully,
+    /// dropping it closes everything at once.
+    pub handle: ServerHandle,
+    /// The data behind the service (shared with the handlers).
+    pub store: MessageStore,
+    /// [`MessageStore::describe`] of the opened store.
+    pub store_description: String,
+    /// Directory of `messages.json`.
+    pub data_dir: PathBuf,
+    /// The I/O threads asked for. [`start`] runs on the caller's runtime; only [`run`] builds
+    /// a runtime with this many workers.
+    pub io_threads: usize,
+}
+
+impl StartedServer {
+    /// The bound address (the real port when the config said 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.handle.local_addr()
+    }
+
+    /// The effective server configuration.
+    pub fn config(&self) -> &ServerConfig {
+        self.handle.config()
+    }
+
+    /// Stops accepting, drains in-flight calls (bounded by `shutdown_grace`), then closes.
+    pub async fn shutdown(self) -> ShutdownReport {
+        self.handle.shutdown().await
+    }
+}
+
+impl fmt::Debug for StartedServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StartedServer")
+            .field("local_addr", &self.local_addr())
+            .field("store", &self.store_description)
+            .field("data_dir", &self.data_dir)
+            .field("io_threads", &self.io_threads)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens the [`MessageStore`] and starts the brisk server with the
+/// [`BenchmarkService`](crate::BenchmarkService) on the current tokio runtime (which must be
+/// multi-threaded when the database is PostgreSQL).
+pub async fn start(args: &ServerArgs) -> Result<StartedServer, BenchError> {
+    let config = args.server_config()?;
+    let io_threads = args.effective_io_threads()?;
+    let store_config = args.store_config(&config)?;
+    let data_dir = store_config.data_dir.clone();
+    let store = MessageStore::open(store_config).await?;
+    let store_description = store.describe();
+    info!(store = %store_description, "benchmark data ready");
+    let handle = Server::builder()
+        .config(config)
+        .service(BenchmarkServiceServer::new(BenchmarkServiceImpl::new(
+            store.clone(),
+        )))
+        .start()
+        .await?;
+    Ok(StartedServer {
+        handle,
+        store,
+        store_description,
+        data_dir,
+        io_threads,
+    })
+}
+
+/// The block printed at start: address, dispatch, queue, core/max threads, queue size,
+/// keep-alive, I/O threads, max frame size, database and data directory.
+pub fn effective_config_text(server: &StartedServer) -> String {
+    let config = server.config();
+    let pool = &config.pool;
+    let unused = if config.dispatch == Dispatch::Direct {
+        "  (unused: direct dispatch)"
+    } else {
+        ""
+    };
+    let frame = config.transport.max_frame_size;
+    let lines = [
+        "brisk benchmark server".to_owned(),
+        format!(
+            "  address          {} (configured {})",
+            server.local_addr(),
+            config.addr
+        ),
+        format!("  dispatch         {}", config.dispatch),
+        format!("  queue            {}{unused}", pool.queue),
+        format!(
+            "  worker threads   core {}, max {}{unused}",
+            pool.core_threads, pool.max_threads
+        ),
+        format!("  queue size       {}{unused}", pool.queue_size),
+        format!(
+            "  keep-alive       {} ms{unused}",
+            pool.keep_alive.as_millis()
+        ),
+        format!("  io threads       {}", server.io_threads),
+        format!(
+            "  max frame size   {frame} bytes ({:.1} MiB)",
+            frame as f64 / (1024.0 * 1024.0)
+        ),
+        format!("  db               {}", server.store.db.describe()),
+        format!("  data dir         {}", server.data_dir.display()),
+    ];
+    lines.join("\n")
+}
+
+/// What ended a [`serve_until`] run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownCause {
+    /// SIGINT / Ctrl-C.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+    /// stdin reached EOF (`--exit-on-stdin-eof`: the parent process went away).
+    StdinEof,
+    /// The caller's shutdown future completed for another reason.
+    Requested,
+}
+
+impl fmt::Display for ShutdownCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ShutdownCause::Interrupt => "interrupt (Ctrl-C)",
+            ShutdownCause::Terminate => "SIGTERM",
+            ShutdownCause::StdinEof => "stdin closed",
+            ShutdownCause::Requested => "shutdown requested",
+        })
+    }
+}
+
+/// Writes `text` and a newline, then flushes; errors are logged, not returned (a parent that
+/// stopped reading must not bring the server down).
+fn say(out: &mut impl Write, text: &str) {
+    let result = writeln!(out, "{text}").and_then(|()| out.flush());
+    if let Err(e) = result {
+        warn!(error = %e, "could not write to the server's output");
+    }
+}
+
+/// Starts the server ([`start`]), prints the effective configuration and the
+/// `LISTENING <ip:port>` line to `out`, waits for `shutdown`, shuts down gracefully and prints
+/// the shutdown report. [`run`] is this with stdout and the process signals.
+pub async fn serve_until<W, F>(
+    args: &ServerArgs,
+    mut out: W,
+    shutdown: F,
+) -> Result<ShutdownReport, BenchError>
+where
+    W: Write,
+    F: Future<Output = ShutdownCause>,
+{
+    let server = start(args).await?;
+    say(&mut out, &effective_config_text(&server));
+    say(
+        &mut out,
+        &format!("{LISTENING_PREFIX}{}", server.local_addr()),
+    );
+    let cause = shutdown.await;
+    info!(%cause, "benchmark server shutting down");
+    let stats = server.handle.stats();
+    let pool_stats = server.handle.pool_stats();
+    let report = server.shutdown().await;
+    let mut text = shutdown_text(cause, &report, &stats);
+    if let Some(pool) = pool_stats {
+        text.push_str(&format!(
+            "\n  worker pool      {} tasks completed, {} rejected, largest size {} threads",
+            pool.completed, pool.rejected, pool.largest_pool_size
+        ));
+    }
+    say(&mut out, &text);
+    Ok(report)
+}
+
+fn shutdown_text(cause: ShutdownCause, report: &ShutdownReport, stats: &StatsSnapshot) -> String {
+    format!(
+        "brisk benchmark server stopped ({cause})\n  \
+         drained          {} in {} ms\n  \
+         requests         {} ({} errors, {} rejected as busy)\n  \
+         connections      {} accepted, {} refused",
+        if report.drained {
+            "all in-flight calls"
+        } else {
+            "NOT all in-flight calls (grace period over)"
+        },
+        report.elapsed.as_millis(),
+        stats.requests,
+        stats.errors,
+        stats.busy_rejections,
+        stats.accepted_connections,
+        stats.refused_connections,
+    )
+}
+
+/// The process signals [`run`] stops on, registered up front so that a signal arriving right
+/// after the `LISTENING` line is already handled gracefully.
+struct ShutdownSignals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+    stdin_eof: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl ShutdownSignals {
+    /// Registers the handlers (inside a runtime); with `watch_stdin`, starts a thread that reads
+    /// stdin to EOF.
+    fn install(watch_stdin: bool) -> ShutdownSignals {
+        #[cfg(unix)]
+        let register = |kind: tokio::signal::unix::SignalKind, name: &str| {
+            match tokio::signal::unix::signal(kind) {
+                Ok(signal) => Some(signal),
+                Err(e) => {
+                    warn!(error = %e, "cannot handle {name}; it will kill the server without a graceful shutdown");
+                    None
+                }
+            }
+        };
+        let stdin_eof = watch_stdin.then(|| {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            // A plain thread, not tokio's stdin: a blocking read would keep the runtime from
+            // shutting down. The thread is detached and ends with the process.
+            let spawned = std::thread::Builder::new()
+                .name("stdin-watch".into())
+                .spawn(move || {
+                    let mut stdin = std::io::stdin().lock();
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = std::io::Read::read(&mut stdin, &mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                    let _ = tx.send(());
+                });
+            if let Err(e) = spawned {
+                warn!(error = %e, "cannot watch stdin; --exit-on-stdin-eof has no effect");
+            }
+            rx
+        });
+        ShutdownSignals {
+            #[cfg(unix)]
+            interrupt: register(tokio::signal::unix::SignalKind::interrupt(), "SIGINT"),
+            #[cfg(unix)]
+            terminate: register(tokio::signal::unix::SignalKind::terminate(), "SIGTERM"),
+            stdin_eof,
+        }
+    }
+
+    /// Completes on the first signal.
+    async fn wait(mut self) -> ShutdownCause {
+        let stdin = async {
+            match self.stdin_eof.as_mut() {
+                // A dropped sender (thread failed) counts as EOF too: either way stdin is gone.
+                Some(rx) => {
+                    let _ = rx.await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(unix)]
+        {
+            let interrupt = async {
+                match self.interrupt.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let terminate = async {
+                match self.terminate.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = interrupt => ShutdownCause::Interrupt,
+                _ = terminate => ShutdownCause::Terminate,
+                _ = stdin => ShutdownCause::StdinEof,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => {
+                    if let Err(e) = r {
+                        warn!(error = %e, "cannot handle Ctrl-C");
+                        std::future::pending::<()>().await;
+                    }
+                    ShutdownCause::Interrupt
+                }
+                _ = stdin => ShutdownCause::StdinEof,
+            }
+        }
+    }
+}
+
+/// The blocking entry point of the benchmark server: builds a multi-thread tokio runtime with
+/// `--io-threads` workers, starts, prints the effective configuration and `LISTENING <ip:port>`
+/// on stdout, waits for Ctrl-C, SIGTERM or (with `--exit-on-stdin-eof`) the end of stdin, then
+/// shuts down gracefully and prints the shutdown report.
+pub fn run(args: ServerArgs) -> Result<(), BenchError> {
+    let io_threads = args.effective_io_threads()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(io_threads)
+        .thread_name("brisk-io")
+        .enable_all()
+        .build()
+        .map_err(|source| BenchError::Io {
+            context: format!("cannot start the tokio runtime with {io_threads} I/O threads"),
+            source,
+        })?;
+    let result = runtime.block_on(async {
+        let signals = ShutdownSignals::install(args.exit_on_stdin_eof);
+        serve_until(&args, std::io::stdout(), signals.wait()).await
+    });
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_TIMEOUT);
+    result.map(drop)
+}
+
+/// The address in a `LISTENING <ip:port>` line, or `None` for any other line.
+pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
+    line.trim_end()
+        .strip_prefix(LISTENING_PREFIX)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Reads a server process's stdout until its `LISTENING` line and returns the address. Every
+/// other line is handed to `on_line` (e.g. to echo the effective configuration). Blocks; the
+/// caller should keep draining (or drop) the reader afterwards. If the output ends first (the
+/// child failed; its error is on its stderr) the error is [`BenchError::ChildExited`].
+pub fn wait_for_listening(
+    reader: &mut impl BufRead,
+    mut on_line: impl FnMut(&str),
+) -> Result<SocketAddr, BenchError> {
+    let mut last = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|source| BenchError::Io {
+                context: "reading the benchmark server's output".into(),
+                source,
+            })?;
+        if n == 0 {
+            return Err(BenchError::ChildExited { last_output: last });
+        }
+        if let Some(addr) = parse_listening_line(&line) {
+            return Ok(addr);
+        }
+        let text = line.trim_end();
+        on_line(text);
+        if last.len() == 5 {
+            last.remove(0);
+        }
+        last.push(text.to_owned());
+    }
+}
+
+/// CPU time (user + system, in seconds) the process `pid` has used, from `/proc/<pid>/stat`;
+/// `None` when it cannot be read (not Linux, or the process is gone).
+///
+/// The clock-tick rate comes from the process's auxiliary vector (`AT_CLKTCK` in
+/// `/proc/self/auxv`, the value `sysconf(_SC_CLK_TCK)` returns) so no libc binding is needed;
+/// when that cannot be read, 100 Hz — the value on every mainstream Linux configuration — is
+/// assumed.
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let ticks = parse_stat_cpu_ticks(&stat)?;
+    Some(ticks as f64 / clock_ticks_per_second() as f64)
+}
+
+/// utime + stime from the text of `/proc/<pid>/stat`. The command name (field 2) is in
+/// parentheses and may contain spaces or parentheses, so fields are counted after the last `)`:
+/// there, field 3 (state) is index 0, utime (field 14) index 11, stime (field 15) index 12.
+fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks_per_second() -> u64 {
+    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::fs::read("/proc/self/auxv")
+            .ok()
+            .and_then(|auxv| auxv_value(&auxv, AT_CLKTCK))
+            .filter(|&hz| hz > 0)
+            .unwrap_or(100)
+    })
+}
+
+/// `AT_CLKTCK` in `<elf.h>`: the frequency of `times()`, i.e. `sysconf(_SC_CLK_TCK)`.
+const AT_CLKTCK: u64 = 17;
+
+/// Looks `key` up in an auxiliary vector: native-endian (type, value) pairs of `usize`.
+fn auxv_value(auxv: &[u8], key: u64) -> Option<u64> {
+    const WORD: usize = std::mem::size_of::<usize>();
+    auxv.chunks_exact(2 * WORD).find_map(|pair| {
+        let (k, v) = pair.split_at(WORD);
+        let word = |bytes: &[u8]| -> Option<u64> {
+            let array: [u8; WORD] = bytes.try_into().ok()?;
+            Some(usize::from_ne_bytes(array) as u64)
+        };
+        (word(k)? == key).then(|| word(v)).flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_handles_odd_command_names() {
+        let stat = "1234 (my (odd) prog) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0";
+        assert_eq!(parse_stat_cpu_ticks(stat), Some(300));
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn own_cpu_time_is_readable_on_linux() {
+        if cfg!(target_os = "linux") {
+            let hz = clock_ticks_per_second();
+            assert!(hz > 0);
+            let secs = process_cpu_seconds(std::process::id()).unwrap();
+            assert!(secs >= 0.0);
+        }
+        assert_eq!(process_cpu_seconds(u32::MAX), None);
+    }
+
+    #[test]
+    fn auxv_lookup() {
+        let mut v = Vec::new();
+        for (k, val) in [(6usize, 4096usize), (17, 100), (0, 0)] {
+            v.extend_from_slice(&k.to_ne_bytes());
+            v.extend_from_slice(&val.to_ne_bytes());
+        }
+        assert_eq!(auxv_value(&v, 17), Some(100));
+        assert_eq!(auxv_value(&v, 99), None);
+    }
+
+    #[test]
+    fn listening_lines() {
+        assert_eq!(
+            parse_listening_line("LISTENING 127.0.0.1:9080\n"),
+            Some("127.0.0.1:9080".parse().unwrap())
+        );
+        assert_eq!(parse_listening_line("  address 127.0.0.1:9080"), None);
+        let mut out = std::io::Cursor::new(b"a\nb\nLISTENING [::1]:5\nafter\n".to_vec());
+        let mut seen = Vec::new();
+        let addr = wait_for_listening(&mut out, |l| seen.push(l.to_owned())).unwrap();
+        assert_eq!(addr, "[::1]:5".parse().unwrap());
+        assert_eq!(seen, ["a", "b"]);
+        let err =
+            wait_for_listening(&mut std::io::Cursor::new(b"oops\n".to_vec()), |_| {}).unwrap_err();
+        assert!(err.to_string().contains("oops"), "{err}");
+    }
+}

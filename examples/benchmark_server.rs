@@ -1,0 +1,38 @@
+//! The benchmark server: `BenchmarkService` (nth, cache, file, db, echo) served by brisk.
+//!
+//! ```text
+//! cargo run --release --example benchmark_server -- --help
+//! cargo run --release --example benchmark_server -- --dispatch pool --queue blocking
+//! cargo run --release --example benchmark_server -- --db postgres://postgres@127.0.0.1/postgres
+//! ```
+//!
+//! Prints its effective configuration and `LISTENING <ip:port>` on stdout, logs on stderr
+//! (`RUST_LOG`, default `info`), and stops gracefully on Ctrl-C or SIGTERM. Run
+//! `benchmark_client` against it.
+
+use benchmark_service::server::{run, ServerArgs};
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// brisk benchmark server: serves the jksoa-benchmark BenchmarkService.
+#[derive(Parser, Debug)]
+#[command(name = "benchmark_server", version)]
+struct Cli {
+    #[command(flatten)]
+    args: ServerArgs,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        // stdout carries the LISTENING line a parent process parses; logs go to stderr.
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(cli.args) {
+        eprintln!("benchmark_server: {e}");
+        std::process::exit(1);
+    }
+}
