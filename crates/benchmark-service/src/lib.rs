@@ -8,6 +8,7 @@
 //! brisk through the public facade, like any user.
 
 pub mod report;
+pub mod runner;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -1,0 +1,492 @@
+//! The benchmark client's command line, and the `__serve` entry point the spawned
+//! server runs.
+//!
+//! Every matrix flag is an optional comma list: a flag that is not given leaves the
+//! preset's value (or the built-in default) in place, so `--preset connect-type
+//! --concurrency 50` changes only the concurrency. See [`plan`](super::plan) for the
+//! layering and the presets.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+use clap::Parser;
+
+use crate::report::{ReportMeta, TestEnvironment};
+use crate::server::{self, ServerArgs};
+
+use super::plan::{
+    cpus, parse_bytes, parse_count, CallMode, ConnectKind, Preset, Scenario, Settings,
+};
+use super::target::ServerSource;
+use super::{run, summary_table, write_results, OutFormat, RunOptions};
+
+fn parse_write_mode(s: &str) -> Result<WriteMode, String> {
+    s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
+}
+
+fn parse_serializer(s: &str) -> Result<SerializerKind, String> {
+    s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
+}
+
+fn parse_dispatch(s: &str) -> Result<Dispatch, String> {
+    s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
+}
+
+fn parse_queue(s: &str) -> Result<QueueKind, String> {
+    s.trim().parse()
+}
+
+/// Which boxed report to print per scene.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportKind {
+    /// The Dubbo Remoting Performance Test Report.
+    Dubbo,
+    /// None (only jkbenchmark's lines).
+    None,
+}
+
+const AFTER_HELP: &str = "\
+Presets (flags given beside a preset override it; results go to bench-results/<preset>/):
+  smoke          every scenario incl. echo, tiny counts, 1 round — an end-to-end check in seconds
+  dubbo-report   echo 1 KiB, 1 fixed connection, 100 sync callers × 1000 calls, per serializer;
+                 prints the boxed Dubbo report (seeds 000/003)
+  jkrpc-matrix   nth,cache,file,db × c 1,20,50,100 × sync,async, 10 fixed connections (seed 004)
+  connect-type   nth async, reused/pooled/fixed × c 1,20,50,100 (seed 004)
+  queue          nth async, pool dispatch, blocking/transfer queue × c 1,20,50,100 (seed 004)
+  write-mode     nth async, sync/async write × c 1,20,50,100 (seed 004)
+  payload-sweep  echo 1k,2k,5k,10k,50k,100k at c = cores, server CPU % and MB/s (seed 002)
+  keepalive      nth, a new connection per call vs persistent, c = 10 (seed 001)
+
+Without --addr the client starts the benchmark server itself (a child process running
+this executable's hidden `__serve` subcommand), one per --dispatch × --queue value.";
+
+/// `benchmark_client`: runs the jkbenchmark scene matrix against brisk's benchmark server.
+#[derive(Debug, Clone, Default, Parser)]
+#[command(
+    name = "benchmark_client",
+    about = "brisk benchmark client: jkbenchmark's scene matrix, Dubbo's report",
+    after_help = AFTER_HELP
+)]
+pub struct ClientArgs {
+    /// Server to measure, HOST:PORT; without it the client starts a server per dispatch × queue
+    #[arg(long, value_name = "HOST:PORT")]
+    pub addr: Option<String>,
+
+    /// Start the server inside this process instead of a child process (shares the CPU)
+    #[arg(long, conflicts_with = "addr")]
+    pub in_process: bool,
+
+    /// Named set of defaults (see below)
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<Preset>,
+
+    /// Scenarios: nth,cache,file,db,echo [default: nth]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub scenario: Option<Vec<Scenario>>,
+
+    /// Concurrent callers [default: 20]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub concurrency: Option<Vec<u32>>,
+
+    /// Requests per scene and round, e.g. 20000 or 20k [default: 20000]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_count)]
+    pub requests: Option<Vec<u64>>,
+
+    /// Call modes: sync (wait for each response), async (fire, record completions) [default: sync]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub call_mode: Option<Vec<CallMode>>,
+
+    /// Connect types: reused, pooled, fixed, percall (a new connection per call) [default: fixed]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub connect_type: Option<Vec<ConnectKind>>,
+
+    /// Connections (fixed: count, pooled: maximum) [default: 10]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub connections: Option<Vec<u32>>,
+
+    /// Write completion: sync, async [default: async]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_write_mode)]
+    pub write_mode: Option<Vec<WriteMode>>,
+
+    /// Serializers: msgpack, protobuf, json [default: msgpack]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_serializer)]
+    pub serializer: Option<Vec<SerializerKind>>,
+
+    /// Echo payload sizes in bytes, e.g. 1024,10k,100KiB [default: 1024]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_bytes)]
+    pub payload: Option<Vec<u64>>,
+
+    /// Server dispatch: direct, pool (one server per value) [default: pool]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_dispatch)]
+    pub dispatch: Option<Vec<Dispatch>>,
+
+    /// Server worker-pool queue: blocking, transfer (one server per value) [default: transfer]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_queue)]
+    pub queue: Option<Vec<QueueKind>>,
+
+    /// Warm-up requests before each scene [default: 1000]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
+    pub warmup: Option<u64>,
+
+    /// Rounds per scene; the shortest is kept [default: 2]
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+
+    /// Pause between rounds in ms [default: 3000; presets 0–500]
+    #[arg(long, value_name = "MS")]
+    pub pause_ms: Option<u64>,
+
+    /// Bound on calls in flight in async call mode [default: unbounded, as in jkbenchmark]
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<usize>,
+
+    /// Per-request timeout in ms [default: 5000]
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
+
+    /// Client runtime worker threads [default: number of CPUs]
+    #[arg(long, value_name = "N")]
+    pub client_threads: Option<usize>,
+
+    /// Boxed report to print per scene [default: none; dubbo for the dubbo-report preset]
+    #[arg(long, value_name = "KIND")]
+    pub report: Option<ReportKind>,
+
+    /// Result files to write into --out: json, csv [default: json,csv]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub format: Option<Vec<OutFormat>>,
+
+    /// Directory for results, SVG charts and report.html [default: none; presets: bench-results/<preset>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Write no files, even for a preset
+    #[arg(long, conflicts_with = "out")]
+    pub no_out: bool,
+
+    /// Option the charts compare, one series per value (e.g. connect_type, queue, write_mode,
+    /// serializer, call_mode) [default: what the run varies]
+    #[arg(long, value_name = "OPTION")]
+    pub compare_by: Option<String>,
+
+    /// Chart x axis: concurrency, requests, connections, payload [default: concurrency, or
+    /// payload for a payload sweep]
+    #[arg(long, value_name = "OPTION")]
+    pub x_by: Option<String>,
+
+    /// Server: worker threads started up front
+    #[arg(long, value_name = "N", help_heading = "Started server")]
+    pub core_threads: Option<usize>,
+
+    /// Server: upper bound on worker threads
+    #[arg(long, value_name = "N", help_heading = "Started server")]
+    pub max_threads: Option<usize>,
+
+    /// Server: worker-pool queue bound
+    #[arg(long, value_name = "N", help_heading = "Started server")]
+    pub queue_size: Option<usize>,
+
+    /// Server: idle time before an extra worker thread exits
+    #[arg(long, value_name = "MS", help_heading = "Started server")]
+    pub keep_alive_ms: Option<u64>,
+
+    /// Server: tokio I/O threads
+    #[arg(long, value_name = "N", help_heading = "Started server")]
+    pub io_threads: Option<usize>,
+
+    /// Server: database URL (sqlite:PATH, sqlite::memory:, postgres://…)
+    #[arg(long, value_name = "URL", help_heading = "Started server")]
+    pub db: Option<String>,
+
+    /// Server: database connections
+    #[arg(long, value_name = "N", help_heading = "Started server")]
+    pub db_pool_size: Option<usize>,
+
+    /// Server: directory of messages.json
+    #[arg(long, value_name = "DIR", help_heading = "Started server")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Server: config file (TOML/YAML) of the started server
+    #[arg(long, value_name = "FILE", help_heading = "Started server")]
+    pub server_config: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    /// The settings layer the flags make (only the flags given).
+    pub fn settings(&self) -> Settings {
+        Settings {
+            scenarios: self.scenario.clone(),
+            concurrency: self.concurrency.clone(),
+            requests: self.requests.clone(),
+            requests_by_scenario: None,
+            call_modes: self.call_mode.clone(),
+            connect_types: self.connect_type.clone(),
+            connections: self.connections.clone(),
+            write_modes: self.write_mode.clone(),
+            serializers: self.serializer.clone(),
+            payloads: self.payload.clone(),
+            dispatches: self.dispatch.clone(),
+            queues: self.queue.clone(),
+            warmup: self.warmup,
+            rounds: self.rounds,
+            pause: self.pause_ms.map(Duration::from_millis),
+            max_in_flight: self.max_in_flight,
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            dubbo_report: self.report.map(|r| r == ReportKind::Dubbo),
+            compare_by: self.compare_by.clone(),
+            x_by: self.x_by.clone(),
+        }
+    }
+
+    /// The flags layered over the preset (if any).
+    pub fn layered_settings(&self) -> Settings {
+        let preset = self.preset.map(Preset::settings).unwrap_or_default();
+        self.settings().over(preset)
+    }
+
+    /// Settings of a server the client starts (besides address, dispatch and queue).
+    pub fn server_base(&self) -> ServerArgs {
+        ServerArgs {
+            core_threads: self.core_threads,
+            max_threads: self.max_threads,
+            queue_size: self.queue_size,
+            keep_alive_ms: self.keep_alive_ms,
+            io_threads: self.io_threads,
+            db: self.db.clone(),
+            db_pool_size: self.db_pool_size,
+            data_dir: self.data_dir.clone(),
+            config: self.server_config.clone(),
+            ..ServerArgs::default()
+        }
+    }
+
+    /// Where results are written: `--out`, else `bench-results/<preset>` for a preset.
+    pub fn out_dir(&self) -> Option<PathBuf> {
+        if self.no_out {
+            return None;
+        }
+        self.out.clone().or_else(|| {
+            self.preset
+                .map(|p| PathBuf::from("bench-results").join(p.name()))
+        })
+    }
+}
+
+/// Runs the client: parses nothing (see [`ClientArgs`]), builds the runtime, runs every
+/// scene, prints the summary and writes the result files. Exit code 1 when the server
+/// cannot be started or reached, a scene could not run, or files could not be written;
+/// 2 for invalid settings.
+pub fn main(args: ClientArgs) -> ExitCode {
+    let plan = match args.layered_settings().resolve() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let source = match (&args.addr, args.in_process) {
+        (Some(addr), _) => ServerSource::Remote(addr.clone()),
+        (None, true) => ServerSource::InProcess {
+            base: args.server_base(),
+        },
+        (None, false) => match ServerSource::spawn_current_exe(args.server_base()) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let threads = args.client_threads.unwrap_or(cpus() as usize).max(1);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("brisk-bench-client")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the client runtime with {threads} threads: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+
+    let title = args
+        .preset
+        .map(|p| p.title().to_owned())
+        .unwrap_or_else(|| "brisk benchmark".to_owned());
+    let scene_count = plan.scenes().len();
+    let env = TestEnvironment::detect();
+    println!("{title}");
+    println!(
+        "{scene_count} scene(s); {} round(s) each, warm-up {}, pause {} ms; client threads {threads}",
+        plan.rounds,
+        plan.warmup,
+        plan.pause.as_millis()
+    );
+    println!("machine: {}", env.summary());
+
+    let started = Instant::now();
+    let options = RunOptions {
+        plan: plan.clone(),
+        server: source,
+        verbose: true,
+    };
+    let outcome = runtime.block_on(run(&options));
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+
+    println!(
+        "\n===== summary: {} scene(s) in {:.1} s =====",
+        outcome.scenes.len(),
+        started.elapsed().as_secs_f64()
+    );
+    print!("{}", summary_table(&outcome.scenes));
+    let errors = outcome.total_errors();
+    if errors > 0 {
+        println!("failed calls: {errors}");
+    }
+    let mut code = ExitCode::SUCCESS;
+    for (scene, why) in &outcome.failed {
+        eprintln!("not run: {scene}: {why}");
+        code = ExitCode::FAILURE;
+    }
+
+    if let Some(dir) = args.out_dir() {
+        let formats = args
+            .format
+            .clone()
+            .unwrap_or_else(|| vec![OutFormat::Json, OutFormat::Csv]);
+        let meta = ReportMeta::now(title);
+        let compare_by = plan.chart_compare_by();
+        let x_by = plan.chart_x_by();
+        match write_results(&dir, &formats, &meta, &outcome.scenes, &compare_by, &x_by) {
+            Ok(files) => {
+                println!(
+                    "wrote {} file(s) to {} (charts compare {compare_by} over {x_by}), e.g. {}",
+                    files.len(),
+                    dir.display(),
+                    dir.join("report.html").display()
+                );
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = ExitCode::FAILURE;
+            }
+        }
+    }
+    code
+}
+
+/// The command line of the `__serve` subcommand: the server's own flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "__serve",
+    about = "Runs the benchmark server (used by benchmark_client)"
+)]
+struct ServeCommandLine {
+    #[command(flatten)]
+    args: ServerArgs,
+}
+
+/// Entry of `<exe> __serve <flags>`: `argv` are the flags after `__serve`. Runs the
+/// benchmark server until stdin closes (with `--exit-on-stdin-eof`), Ctrl-C or SIGTERM.
+pub fn serve_main<I, T>(argv: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let line = std::iter::once(OsString::from(server::SERVE_SUBCOMMAND))
+        .chain(argv.into_iter().map(Into::into));
+    let cli = match ServeCommandLine::try_parse_from(line) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    match server::run(cli.args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("benchmark server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_parse_as_comma_lists_and_layer_over_presets() {
+        let args = ClientArgs::try_parse_from([
+            "benchmark_client",
+            "--preset",
+            "queue",
+            "--concurrency",
+            "5,10",
+            "--requests",
+            "2k",
+            "--write-mode",
+            "sync,async",
+            "--payload",
+            "1k,2048",
+            "--pause-ms",
+            "0",
+        ])
+        .unwrap();
+        let plan = args.layered_settings().resolve().unwrap();
+        assert_eq!(plan.concurrency, vec![5, 10]);
+        assert_eq!(plan.requests, vec![2000]);
+        assert_eq!(plan.write_modes, vec![WriteMode::Sync, WriteMode::Async]);
+        assert_eq!(plan.payloads, vec![1024, 2048]);
+        assert_eq!(plan.pause, Duration::ZERO);
+        // from the preset
+        assert_eq!(plan.queues, vec![QueueKind::Blocking, QueueKind::Transfer]);
+        assert_eq!(plan.call_modes, vec![CallMode::Async]);
+        assert_eq!(args.out_dir(), Some(PathBuf::from("bench-results/queue")));
+        // 2 queues × 2 write modes × 2 concurrencies
+        assert_eq!(plan.scenes().len(), 8);
+    }
+
+    #[test]
+    fn bad_flag_values_are_clap_errors() {
+        for bad in [
+            ["--scenario", "nope"],
+            ["--write-mode", "later"],
+            ["--payload", "1q"],
+            ["--preset", "fast"],
+            ["--connect-type", "x"],
+        ] {
+            let args = std::iter::once("benchmark_client").chain(bad);
+            assert!(ClientArgs::try_parse_from(args).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn no_out_wins_and_plain_runs_print_only() {
+        let a = ClientArgs::try_parse_from(["b", "--preset", "smoke", "--no-out"]).unwrap();
+        assert_eq!(a.out_dir(), None);
+        let b = ClientArgs::try_parse_from(["b"]).unwrap();
+        assert_eq!(b.out_dir(), None);
+        let c = ClientArgs::try_parse_from(["b", "--out", "x"]).unwrap();
+        assert_eq!(c.out_dir(), Some(PathBuf::from("x")));
+    }
+
+    #[test]
+    fn server_flags_reach_the_server_args() {
+        let a = ClientArgs::try_parse_from(["b", "--max-threads", "16", "--db", "sqlite::memory:"])
+            .unwrap();
+        let s = a.server_base();
+        assert_eq!(s.max_threads, Some(16));
+        assert_eq!(s.db.as_deref(), Some("sqlite::memory:"));
+        assert_eq!(s.addr, None);
+    }
+}

@@ -1,0 +1,479 @@
+//! Runs one scene: builds the client the scene asks for, warms up, runs the rounds
+//! with `concurrency` callers in the scene's call mode, and keeps the shortest round.
+//!
+//! Call modes, as jkbenchmark defined them:
+//! - **sync** — `concurrency` tokio tasks, each waiting for its response before the
+//!   next call; the requests are split evenly between them;
+//! - **async** — `concurrency` workers that fire their share of calls without waiting
+//!   (a `FuturesUnordered` per worker) and only record completions, so in-flight calls
+//!   are unbounded unless `max_in_flight` bounds them with a shared semaphore.
+//!
+//! Key `i % 10 + 1` like jkbenchmark. Latency is measured per call from the moment the
+//! call is made (after its in-flight permit, if bounded). A failed call (timeout, server
+//! busy, closed connection…) is counted and described in an [`ErrorTally`]; it never
+//! stops the run.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brisk::{Client, ClientConfig, ConnectType, RpcError};
+use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+
+use crate::report::{
+    dubbo_report, round_report, scene_line, DubboScene, LatencyRecorder, ProgressTicker,
+    RoundStats, SceneResult, TestEnvironment, DEFAULT_PROGRESS_INTERVAL,
+};
+use crate::server::process_cpu_seconds;
+use crate::service::BenchmarkServiceClient;
+
+use super::plan::{CallMode, ConnectKind, Plan, Scenario, Scene};
+use super::RunError;
+
+/// Shortest round whose server CPU % is reported.
+const MIN_CPU_SAMPLE: Duration = Duration::from_millis(250);
+
+/// Distinct error descriptions kept per scene (the rest are counted as "other errors").
+const MAX_ERROR_KINDS: usize = 8;
+
+/// Counts failed calls by description, so a report can say *why* calls failed.
+#[derive(Debug, Default)]
+pub struct ErrorTally {
+    kinds: Mutex<BTreeMap<String, u64>>,
+}
+
+impl ErrorTally {
+    /// Counts one error.
+    pub fn note(&self, error: &RpcError) {
+        let mut text = error.to_string();
+        if text.len() > 120 {
+            let mut cut = 120;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            text.push('…');
+        }
+        let mut kinds = self.kinds.lock();
+        if kinds.len() >= MAX_ERROR_KINDS && !kinds.contains_key(&text) {
+            text = "other errors".to_owned();
+        }
+        *kinds.entry(text).or_insert(0) += 1;
+    }
+
+    /// The counts so far, by description.
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.kinds.lock().clone()
+    }
+
+    fn clear(&self) {
+        self.kinds.lock().clear();
+    }
+}
+
+/// How a scene's calls reach the server.
+#[derive(Clone)]
+enum Target {
+    /// One client (and its connections) shared by every caller.
+    Shared(BenchmarkServiceClient),
+    /// A new client and connection per call, closed after it.
+    PerCall(Arc<ClientConfig>),
+}
+
+impl Target {
+    async fn call(&self, scenario: Scenario, key: i64, payload: &Bytes) -> Result<(), RpcError> {
+        match self {
+            Target::Shared(svc) => call_once(svc, scenario, key, payload).await,
+            Target::PerCall(config) => {
+                let client = Client::builder().config((**config).clone()).build().await?;
+                let svc = BenchmarkServiceClient::new(client.clone());
+                let result = call_once(&svc, scenario, key, payload).await;
+                client.close();
+                result
+            }
+        }
+    }
+
+    fn close(&self) {
+        if let Target::Shared(svc) = self {
+            svc.client().close();
+        }
+    }
+}
+
+async fn call_once(
+    svc: &BenchmarkServiceClient,
+    scenario: Scenario,
+    key: i64,
+    payload: &Bytes,
+) -> Result<(), RpcError> {
+    match scenario {
+        Scenario::Nth => svc.do_nothing().await,
+        Scenario::Cache => svc.get_message_from_cache(key).await.map(drop),
+        Scenario::File => svc.get_message_from_file(key).await.map(drop),
+        Scenario::Db => svc.get_message_from_db(key).await.map(drop),
+        Scenario::Echo => {
+            let back = svc.echo(payload.clone()).await?;
+            if back.len() == payload.len() {
+                Ok(())
+            } else {
+                Err(RpcError::Protocol(format!(
+                    "echo returned {} bytes for {}",
+                    back.len(),
+                    payload.len()
+                )))
+            }
+        }
+    }
+}
+
+/// The client configuration of a scene (jkrpc's benchmark used `maxTryCount` 1).
+pub fn client_config(scene: &Scene, addr: &str, timeout: Duration) -> ClientConfig {
+    let mut c = ClientConfig {
+        addr: addr.to_owned(),
+        write_mode: scene.write_mode,
+        serializer: scene.serializer,
+        request_timeout: timeout,
+        max_try_count: 1,
+        ..ClientConfig::default()
+    };
+    let n = scene.connections.max(1) as usize;
+    match scene.connect {
+        ConnectKind::Reused => c.connect_type = ConnectType::Reused,
+        ConnectKind::Pooled => {
+            c.connect_type = ConnectType::Pooled;
+            c.max_connections = n;
+            c.min_connections = c.min_connections.min(n);
+        }
+        ConnectKind::Fixed => {
+            c.connect_type = ConnectType::Fixed;
+            c.connections = n;
+        }
+        ConnectKind::PerCall => {
+            c.connect_type = ConnectType::Fixed;
+            c.connections = 1;
+        }
+    }
+    c
+}
+
+/// Builds a client for `config` and makes one `do_nothing` call: the check that the server
+/// is reachable before a run starts.
+pub async fn probe(addr: &str, timeout: Duration) -> Result<(), RpcError> {
+    let config = ClientConfig {
+        addr: addr.to_owned(),
+        connections: 1,
+        request_timeout: timeout,
+        max_try_count: 1,
+        ..ClientConfig::default()
+    };
+    let client = Client::builder().config(config).build().await?;
+    let result = BenchmarkServiceClient::new(client.clone())
+        .do_nothing()
+        .await;
+    client.close();
+    result
+}
+
+/// What every caller of a round shares.
+struct RoundCtx {
+    target: Target,
+    scenario: Scenario,
+    payload: Bytes,
+    call_mode: CallMode,
+    concurrency: u32,
+    limit: Option<Arc<Semaphore>>,
+    count: Arc<AtomicU64>,
+    errors: Arc<AtomicU64>,
+    tally: Arc<ErrorTally>,
+}
+
+impl RoundCtx {
+    fn record(&self, rec: &mut LatencyRecorder, elapsed: Duration, result: Result<(), RpcError>) {
+        match result {
+            Ok(()) => rec.record_ok(elapsed),
+            Err(e) => {
+                rec.record_err(elapsed);
+                self.tally.note(&e);
+                self.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn key_of(i: u64) -> i64 {
+    (i % 10 + 1) as i64
+}
+
+async fn sync_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder {
+    let mut rec = LatencyRecorder::new();
+    for i in start..start + n {
+        let t = Instant::now();
+        let result = ctx.target.call(ctx.scenario, key_of(i), &ctx.payload).await;
+        ctx.record(&mut rec, t.elapsed(), result);
+    }
+    rec
+}
+
+async fn async_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder {
+    let mut rec = LatencyRecorder::new();
+    let mut in_flight = FuturesUnordered::new();
+    for i in start..start + n {
+        let ctx = ctx.clone();
+        in_flight.push(async move {
+            // Holding the permit for the whole call bounds the calls in flight.
+            let _permit = match &ctx.limit {
+                Some(sem) => sem.clone().acquire_owned().await.ok(),
+                None => None,
+            };
+            let t = Instant::now();
+            let result = ctx.target.call(ctx.scenario, key_of(i), &ctx.payload).await;
+            (t.elapsed(), result)
+        });
+    }
+    while let Some((elapsed, result)) = in_flight.next().await {
+        ctx.record(&mut rec, elapsed, result);
+    }
+    rec
+}
+
+/// Runs `requests` calls with the context's callers; returns the merged recorder and the
+/// wall-clock runtime.
+async fn run_round(
+    ctx: &Arc<RoundCtx>,
+    requests: u64,
+) -> Result<(LatencyRecorder, Duration), RunError> {
+    let c = u64::from(ctx.concurrency.max(1));
+    let started = Instant::now();
+    let mut handles = Vec::with_capacity(c as usize);
+    let mut next = 0u64;
+    for w in 0..c {
+        let n = requests / c + u64::from(w < requests % c);
+        let start = next;
+        next += n;
+        let ctx = ctx.clone();
+        handles.push(tokio::spawn(async move {
+            match ctx.call_mode {
+                CallMode::Sync => sync_worker(ctx, start, n).await,
+                CallMode::Async => async_worker(ctx, start, n).await,
+            }
+        }));
+    }
+    let mut total = LatencyRecorder::new();
+    for h in handles {
+        let rec = h
+            .await
+            .map_err(|e| RunError::Scene(format!("a benchmark worker failed: {e}")))?;
+        total.merge(&rec);
+    }
+    Ok((total, started.elapsed()))
+}
+
+/// What a scene produced beyond its [`SceneResult`].
+#[derive(Debug)]
+pub struct SceneOutcome {
+    /// The kept (shortest) round, with the scene's options.
+    pub result: SceneResult,
+    /// Failed calls of the kept round by description.
+    pub errors: BTreeMap<String, u64>,
+}
+
+/// Output switches of a scene run.
+#[derive(Debug, Clone, Copy)]
+pub struct SceneOutput {
+    /// Print progress lines, round reports and the scene line.
+    pub verbose: bool,
+    /// Fill `dispatch`/`queue` of the result (false when the server's settings are unknown).
+    pub server_labels: bool,
+}
+
+/// Runs one scene against the server at `addr` (`server_pid`: its process, for CPU time).
+pub async fn run_scene(
+    scene: &Scene,
+    plan: &Plan,
+    addr: &str,
+    server_pid: Option<u32>,
+    output: SceneOutput,
+) -> Result<SceneOutcome, RunError> {
+    let config = client_config(scene, addr, plan.timeout);
+    let target = match scene.connect {
+        ConnectKind::PerCall => Target::PerCall(Arc::new(config)),
+        _ => {
+            let client = Client::builder()
+                .config(config)
+                .build()
+                .await
+                .map_err(|e| RunError::Connect(e.to_string()))?;
+            Target::Shared(BenchmarkServiceClient::new(client))
+        }
+    };
+    let payload = if scene.scenario == Scenario::Echo {
+        Bytes::from(vec![b'x'; scene.payload as usize])
+    } else {
+        Bytes::new()
+    };
+    let ctx = Arc::new(RoundCtx {
+        target: target.clone(),
+        scenario: scene.scenario,
+        payload,
+        call_mode: scene.call_mode,
+        concurrency: scene.concurrency,
+        limit: match scene.call_mode {
+            CallMode::Async => plan.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+            CallMode::Sync => None,
+        },
+        count: Arc::new(AtomicU64::new(0)),
+        errors: Arc::new(AtomicU64::new(0)),
+        tally: Arc::new(ErrorTally::default()),
+    });
+    let result = run_rounds(scene, plan, &ctx, server_pid, output).await;
+    target.close();
+    result
+}
+
+async fn run_rounds(
+    scene: &Scene,
+    plan: &Plan,
+    ctx: &Arc<RoundCtx>,
+    server_pid: Option<u32>,
+    output: SceneOutput,
+) -> Result<SceneOutcome, RunError> {
+    let label = scene.label();
+    if output.verbose {
+        println!("\n=== {label}");
+    }
+    if plan.warmup > 0 {
+        run_round(ctx, plan.warmup).await?;
+    }
+    let mut best: Option<(RoundStats, Option<f64>, BTreeMap<String, u64>)> = None;
+    for round in 1..=plan.rounds {
+        if round > 1 && !plan.pause.is_zero() {
+            tokio::time::sleep(plan.pause).await;
+        }
+        ctx.count.store(0, Ordering::Relaxed);
+        ctx.errors.store(0, Ordering::Relaxed);
+        ctx.tally.clear();
+        let ticker = output.verbose.then(|| {
+            ProgressTicker::start(
+                ctx.count.clone(),
+                ctx.errors.clone(),
+                DEFAULT_PROGRESS_INTERVAL,
+            )
+        });
+        let cpu_before = server_pid.and_then(process_cpu_seconds);
+        let (rec, runtime) = run_round(ctx, scene.requests).await?;
+        let cpu_after = server_pid.and_then(process_cpu_seconds);
+        drop(ticker);
+        let stats = RoundStats::from_recorder(&rec, runtime);
+        let cpu_pct = match (cpu_before, cpu_after) {
+            // /proc counts CPU time in clock ticks (10 ms): shorter rounds give noise.
+            (Some(a), Some(b)) if runtime >= MIN_CPU_SAMPLE => {
+                Some((b - a).max(0.0) * 100.0 / runtime.as_secs_f64())
+            }
+            _ => None,
+        };
+        if output.verbose {
+            print!(
+                "{}",
+                round_report(&stats, &format!("{label} round {round}/{}", plan.rounds))
+            );
+            if let Some(p) = cpu_pct {
+                println!("Server CPU: {p:.1}%");
+            }
+        }
+        let keep = best
+            .as_ref()
+            .is_none_or(|(b, _, _)| stats.runtime_ms < b.runtime_ms);
+        if keep {
+            best = Some((stats, cpu_pct, ctx.tally.snapshot()));
+        }
+    }
+    let Some((stats, cpu_pct, errors)) = best else {
+        return Err(RunError::Scene("no round ran".into()));
+    };
+
+    let mut result = SceneResult::new(
+        "brisk",
+        scene.scenario.name(),
+        scene.concurrency,
+        scene.requests,
+        scene.call_mode.name(),
+    )
+    .with_stats(&stats);
+    result.connect_type = scene.connect.name().to_owned();
+    result.connections = scene.connections;
+    result.write_mode = scene.write_mode.name().to_owned();
+    result.serializer = scene.serializer.name().to_owned();
+    result.payload = scene.payload;
+    if output.server_labels {
+        result.dispatch = scene.server.dispatch.name().to_owned();
+        result.queue = scene.server.queue_name();
+    }
+    if let Some(p) = cpu_pct {
+        result.extra.insert("server_cpu_pct".into(), round3(p));
+    }
+    if scene.scenario == Scenario::Echo && stats.runtime_ms > 0.0 {
+        // Application payload both ways over the runtime (like the Dubbo report), in MB/s.
+        let mb = scene.payload as f64 * 2.0 * stats.succeeded as f64 / 1e6;
+        result
+            .extra
+            .insert("mb_per_s".into(), round3(mb * 1000.0 / stats.runtime_ms));
+    }
+
+    if output.verbose {
+        println!("{}", scene_line(&result));
+        if let Some(mb) = result.extra.get("mb_per_s") {
+            println!("  payload throughput: {mb:.2} MB/s");
+        }
+        for (what, n) in &errors {
+            println!("  errors: {n} × {what}");
+        }
+        if plan.dubbo_report {
+            print!(
+                "{}",
+                dubbo_report(
+                    &TestEnvironment::detect(),
+                    &dubbo_scene(scene, plan),
+                    &stats
+                )
+            );
+        }
+    }
+    Ok(SceneOutcome { result, errors })
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// The Dubbo report's "Test Scene" for a scene.
+pub fn dubbo_scene(scene: &Scene, plan: &Plan) -> DubboScene {
+    let mut transporter = format!("brisk {}", scene.connect);
+    if scene.connect.uses_connection_count() {
+        transporter.push_str(&format!("×{}", scene.connections));
+    }
+    transporter.push_str(&format!(
+        ", {} write, {} calls",
+        scene.write_mode, scene.call_mode
+    ));
+    let mut server = format!("brisk {} dispatch", scene.server.dispatch);
+    if let Some(q) = scene.server.queue {
+        server.push_str(&format!(", {q} queue"));
+    }
+    DubboScene {
+        transporter,
+        server_transporter: Some(server),
+        server_threads: None,
+        serialization: scene.serializer.name().to_owned(),
+        timeout_ms: u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX),
+        data_length: scene.payload,
+        shared_connections: scene.connections,
+        concurrent_threads: scene.concurrency,
+        runs_per_thread: scene.requests / u64::from(scene.concurrency.max(1)),
+    }
+}

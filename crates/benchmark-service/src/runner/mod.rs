@@ -1,0 +1,295 @@
+//! The benchmark runner behind `examples/benchmark_client.rs`: jkbenchmark's scene
+//! matrix, run against brisk's benchmark server, reported in jkbenchmark's and
+//! Dubbo's formats.
+//!
+//! It lives in the library (not in the example) so that tests and other front ends
+//! can run the very same engine: the example is only argument parsing around
+//! [`cli::main`].
+//!
+//! Pieces:
+//! - [`plan`] — option dimensions, their cross product and the presets;
+//! - [`target`] — where the server comes from (remote, spawned child, in-process);
+//! - [`engine`] — one scene: client, warm-up, rounds, sync/async callers, statistics;
+//! - [`cli`] — the command line (clap) and the `__serve` entry of the spawned server;
+//! - this module — [`run`] (all scenes, one server per dispatch × queue), the summary
+//!   table and the result files.
+
+pub mod cli;
+pub mod engine;
+pub mod plan;
+pub mod target;
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::report::{write_charts_and_html_with_x, write_csv, write_json, ReportMeta, SceneResult};
+
+pub use cli::{serve_main, ClientArgs};
+pub use engine::{run_scene, SceneOutcome, SceneOutput};
+pub use plan::{CallMode, ConnectKind, Plan, Preset, Scenario, Scene, ServerChoice, Settings};
+pub use target::{RunningServer, ServerSource};
+
+/// Why a run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The settings are invalid.
+    #[error("invalid settings: {0}")]
+    Settings(String),
+    /// The benchmark server could not be started or stopped.
+    #[error("benchmark server: {0}")]
+    Server(String),
+    /// The client could not connect to the server.
+    #[error("cannot reach the benchmark server: {0}")]
+    Connect(String),
+    /// A scene could not run (not a failed call: those are counted).
+    #[error("scene failed: {0}")]
+    Scene(String),
+    /// Writing results failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being written.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Everything a run needs.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// What to measure.
+    pub plan: Plan,
+    /// Where the server comes from.
+    pub server: ServerSource,
+    /// Print progress, round reports and scene lines.
+    pub verbose: bool,
+}
+
+/// The results of a run.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    /// One result per scene that ran, in run order.
+    pub scenes: Vec<SceneResult>,
+    /// Scenes that could not run, with the reason.
+    pub failed: Vec<(String, String)>,
+}
+
+impl RunOutcome {
+    /// Failed calls over all scenes.
+    pub fn total_errors(&self) -> u64 {
+        self.scenes.iter().map(|s| s.errors).sum()
+    }
+}
+
+/// Runs every scene of the plan. When the runner manages the server it starts one per
+/// dispatch × queue choice, checks it answers, runs that choice's scenes and stops it; a
+/// remote server is checked once and runs the scenes of the first choice only (its
+/// dispatch and queue are not ours to change).
+///
+/// An unreachable server is an error ([`RunError::Connect`]); a scene whose client cannot
+/// be built later is reported in [`RunOutcome::failed`] and the run goes on.
+pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
+    let plan = &options.plan;
+    let scenes = plan.scenes();
+    let mut servers = plan.servers();
+    if !options.server.is_managed() {
+        servers.truncate(1);
+    }
+    let output = SceneOutput {
+        verbose: options.verbose,
+        server_labels: options.server.is_managed(),
+    };
+    let mut outcome = RunOutcome::default();
+    for choice in servers {
+        let server = RunningServer::start(&options.server, choice).await?;
+        if options.verbose {
+            let mut what = format!("server {} ({} dispatch", server.addr(), choice.dispatch);
+            if let Some(q) = choice.queue {
+                let _ = write!(what, ", {q} queue");
+            }
+            if !options.server.is_managed() {
+                what = format!("server {} (remote", server.addr());
+            }
+            println!("\n##### {what})");
+        }
+        if let Err(e) = engine::probe(server.addr(), plan.timeout).await {
+            server.stop().await;
+            return Err(RunError::Connect(format!("{e}")));
+        }
+        for scene in scenes.iter().filter(|s| s.server == choice) {
+            match run_scene(scene, plan, server.addr(), server.pid(), output).await {
+                Ok(o) => outcome.scenes.push(o.result),
+                Err(e) => {
+                    eprintln!("{}: {e}", scene.label());
+                    outcome.failed.push((scene.label(), e.to_string()));
+                }
+            }
+        }
+        server.stop().await;
+    }
+    Ok(outcome)
+}
+
+/// A fixed-width table of all scenes: options that vary, TPS, latencies and errors.
+pub fn summary_table(scenes: &[SceneResult]) -> String {
+    let varies = |f: fn(&SceneResult) -> String| {
+        let mut v: Vec<String> = scenes.iter().map(f).collect();
+        v.sort();
+        v.dedup();
+        v.len() > 1
+    };
+    type Col = (&'static str, fn(&SceneResult) -> String);
+    let optional: [Col; 7] = [
+        ("connect", |s| {
+            if s.connect_type == "fixed" || s.connect_type == "pooled" {
+                format!("{}/{}", s.connect_type, s.connections)
+            } else {
+                s.connect_type.clone()
+            }
+        }),
+        ("write", |s| s.write_mode.clone()),
+        ("dispatch", |s| s.dispatch.clone()),
+        ("queue", |s| s.queue.clone()),
+        ("serializer", |s| s.serializer.clone()),
+        ("payload", |s| s.payload.to_string()),
+        ("cpu%", |s| {
+            s.extra
+                .get("server_cpu_pct")
+                .map(|v| format!("{v:.0}"))
+                .unwrap_or_default()
+        }),
+    ];
+    let mut cols: Vec<Col> = vec![
+        ("scenario", |s| s.scenario.clone()),
+        ("c", |s| s.concurrency.to_string()),
+        ("n", |s| s.requests.to_string()),
+        ("mode", |s| s.call_mode.clone()),
+    ];
+    cols.extend(
+        optional
+            .into_iter()
+            .filter(|(_, f)| varies(*f) || scenes.len() == 1),
+    );
+    cols.extend::<[Col; 7]>([
+        ("TPS", |s| format!("{:.0}", s.tps)),
+        ("avg ms", |s| format!("{:.3}", s.avg_ms)),
+        ("p50", |s| format!("{:.3}", s.p50_ms)),
+        ("p99", |s| format!("{:.3}", s.p99_ms)),
+        ("p999", |s| format!("{:.3}", s.p999_ms)),
+        ("max", |s| format!("{:.3}", s.max_ms)),
+        ("err", |s| s.errors.to_string()),
+    ]);
+    if scenes.iter().any(|s| s.extra.contains_key("mb_per_s")) {
+        cols.push(("MB/s", |s| {
+            s.extra
+                .get("mb_per_s")
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_default()
+        }));
+    }
+    let rows: Vec<Vec<String>> = scenes
+        .iter()
+        .map(|s| cols.iter().map(|(_, f)| f(s)).collect())
+        .collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, (h, _))| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([h.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i < 4 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", text.join("  ").trim_end());
+    };
+    let header: Vec<String> = cols.iter().map(|(h, _)| (*h).to_owned()).collect();
+    line(&mut out, &header);
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    line(&mut out, &rule);
+    for r in &rows {
+        line(&mut out, r);
+    }
+    out
+}
+
+/// Result file formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutFormat {
+    /// `results.json`.
+    Json,
+    /// `results.csv`.
+    Csv,
+}
+
+/// Writes the chosen result files plus the SVG charts and `report.html` into `dir`;
+/// returns the paths written.
+pub fn write_results(
+    dir: &Path,
+    formats: &[OutFormat],
+    meta: &ReportMeta,
+    scenes: &[SceneResult],
+    compare_by: &str,
+    x_by: &str,
+) -> Result<Vec<PathBuf>, RunError> {
+    let io_err = |context: String| move |source| RunError::Io { context, source };
+    std::fs::create_dir_all(dir).map_err(io_err(format!("cannot create {}", dir.display())))?;
+    let mut files = Vec::new();
+    for f in formats {
+        files.push(
+            match f {
+                OutFormat::Json => write_json(dir, scenes),
+                OutFormat::Csv => write_csv(dir, scenes),
+            }
+            .map_err(io_err(format!(
+                "cannot write results into {}",
+                dir.display()
+            )))?,
+        );
+    }
+    files.extend(
+        write_charts_and_html_with_x(dir, meta, scenes, compare_by, x_by).map_err(io_err(
+            format!("cannot write charts into {}", dir.display()),
+        ))?,
+    );
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_shows_only_varying_options() {
+        let mut a = SceneResult::new("brisk", "nth", 1, 100, "sync");
+        a.connect_type = "fixed".into();
+        a.connections = 10;
+        let mut b = a.clone();
+        b.connect_type = "reused".into();
+        b.concurrency = 20;
+        let t = summary_table(&[a, b]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[0].contains("connect"));
+        assert!(!lines[0].contains("queue"));
+        assert!(lines[2].contains("fixed/10"));
+        assert!(lines[3].contains("reused"));
+    }
+}

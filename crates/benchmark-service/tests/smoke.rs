@@ -1,0 +1,148 @@
+//! End-to-end check of the benchmark runner: the `smoke` preset through the runner API
+//! against an in-process benchmark server on SQLite in a temp dir, asserting that every
+//! scenario ran without a single failed call. Also: an unreachable server is a clear
+//! `Connect` error, and the async in-flight bound still completes every request.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use benchmark_service::runner::{
+    run, CallMode, ConnectKind, Preset, RunError, RunOptions, Scenario, ServerSource, Settings,
+};
+use benchmark_service::server::ServerArgs;
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir =
+            std::env::temp_dir().join(format!("brisk-runner-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn server(&self) -> ServerSource {
+        ServerSource::InProcess {
+            base: ServerArgs {
+                data_dir: Some(self.0.join("data")),
+                db: Some(format!("sqlite:{}", self.0.join("bench.db").display())),
+                core_threads: Some(2),
+                max_threads: Some(8),
+                ..ServerArgs::default()
+            },
+        }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn smoke_preset_runs_every_scenario_without_errors() {
+    let tmp = TempDir::new("smoke");
+    let plan = Preset::Smoke
+        .settings()
+        .resolve()
+        .expect("smoke preset resolves");
+    let expected = plan.scenes().len();
+    let outcome = run(&RunOptions {
+        plan,
+        server: tmp.server(),
+        verbose: false,
+    })
+    .await
+    .expect("smoke run");
+
+    assert!(
+        outcome.failed.is_empty(),
+        "scenes not run: {:?}",
+        outcome.failed
+    );
+    assert_eq!(outcome.scenes.len(), expected);
+    assert_eq!(outcome.total_errors(), 0, "{:#?}", outcome.scenes);
+    for scenario in Scenario::ALL {
+        for mode in ["sync", "async"] {
+            let scene = outcome
+                .scenes
+                .iter()
+                .find(|s| s.scenario == scenario.name() && s.call_mode == mode)
+                .unwrap_or_else(|| panic!("{scenario} {mode} missing"));
+            assert_eq!(scene.succeeded, scene.requests, "{}", scene.name());
+            assert!(scene.tps > 0.0);
+            assert_eq!(scene.dispatch, "pool");
+            assert_eq!(scene.queue, "transfer");
+        }
+    }
+    let echo = outcome
+        .scenes
+        .iter()
+        .find(|s| s.scenario == "echo")
+        .unwrap();
+    assert_eq!(echo.payload, 1024);
+    assert!(echo.extra.contains_key("mb_per_s"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_async_per_call_connections_and_direct_dispatch() {
+    let tmp = TempDir::new("bounded");
+    let plan = Settings {
+        scenarios: Some(vec![Scenario::Nth, Scenario::Cache]),
+        concurrency: Some(vec![3]),
+        requests: Some(vec![100]),
+        call_modes: Some(vec![CallMode::Async]),
+        connect_types: Some(vec![
+            ConnectKind::PerCall,
+            ConnectKind::Reused,
+            ConnectKind::Pooled,
+        ]),
+        dispatches: Some(vec![brisk::Dispatch::Direct]),
+        max_in_flight: Some(2),
+        warmup: Some(0),
+        rounds: Some(2),
+        pause: Some(std::time::Duration::ZERO),
+        ..Settings::default()
+    }
+    .resolve()
+    .expect("settings resolve");
+    let outcome = run(&RunOptions {
+        plan,
+        server: tmp.server(),
+        verbose: false,
+    })
+    .await
+    .expect("run");
+    assert_eq!(outcome.scenes.len(), 6);
+    for s in &outcome.scenes {
+        assert_eq!((s.succeeded, s.errors), (100, 0), "{}", s.name());
+        assert_eq!(s.dispatch, "direct");
+        assert_eq!(s.queue, "");
+    }
+}
+
+#[tokio::test]
+async fn unreachable_server_is_a_connect_error() {
+    let plan = Settings {
+        warmup: Some(0),
+        rounds: Some(1),
+        ..Settings::default()
+    }
+    .resolve()
+    .expect("settings resolve");
+    // Port 1 on loopback: nothing listens there (connection refused).
+    let err = run(&RunOptions {
+        plan,
+        server: ServerSource::Remote("127.0.0.1:1".into()),
+        verbose: false,
+    })
+    .await
+    .expect_err("no server");
+    assert!(matches!(err, RunError::Connect(_)), "{err}");
+}

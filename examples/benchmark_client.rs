@@ -1,0 +1,41 @@
+//! The brisk benchmark client: jkbenchmark's scene matrix (scenario × concurrency ×
+//! requests × call mode × connect type × write mode × serializer × payload × server
+//! dispatch/queue) against brisk's benchmark server, with jkbenchmark's per-scene lines,
+//! Dubbo's progress lines and boxed report, and JSON/CSV/SVG/HTML results.
+//!
+//! ```text
+//! cargo run --release --example benchmark_client -- --preset smoke
+//! cargo run --release --example benchmark_client -- --preset connect-type
+//! cargo run --release --example benchmark_client -- --scenario nth,db --concurrency 1,20 --call-mode sync,async
+//! cargo run --release --example benchmark_client -- --addr 127.0.0.1:9080 --scenario echo --payload 1k,10k
+//! ```
+//!
+//! Without `--addr` it starts the server itself: this same executable, re-run with the
+//! hidden `__serve` subcommand (handled below), one server per dispatch × queue. The engine
+//! lives in `benchmark_service::runner` so tests run exactly the same code; `--help`
+//! lists every flag and preset.
+
+use std::process::ExitCode;
+
+use benchmark_service::runner::{self, ClientArgs};
+use benchmark_service::server::SERVE_SUBCOMMAND;
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+
+    let mut argv = std::env::args_os();
+    let program = argv.next();
+    let rest: Vec<_> = argv.collect();
+    if rest.first().is_some_and(|a| a == SERVE_SUBCOMMAND) {
+        return runner::serve_main(rest.into_iter().skip(1));
+    }
+    let args = ClientArgs::parse_from(program.into_iter().chain(rest));
+    runner::cli::main(args)
+}
