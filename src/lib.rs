@@ -12,7 +12,8 @@
 //! | [`codec`] | the frame format and the msgpack / protobuf / json serializers |
 //! | [`transport`] | framed TCP: adaptive reads, coalesced writes, multiplexed connections, heartbeats |
 //! | [`server`] | accept loop, routing, direct / worker-pool dispatch, graceful shutdown |
-//! | [`client`] | reused / pooled / fixed connections, timeouts, retries, interceptors |
+//! | [`client`] | reused / pooled / fixed connections, timeouts, retries, interceptors, load balancing and failover |
+//! | [`registry`] | service registries: a static address list and etcd (feature `etcd`) |
 //!
 //! and defines [`service!`], which turns one trait into a typed client and a
 //! one-line server registration.
@@ -48,6 +49,7 @@ pub use async_trait::async_trait;
 pub use rpc_client as client;
 pub use rpc_codec as codec;
 pub use rpc_core;
+pub use rpc_registry as registry;
 pub use rpc_server as server;
 pub use rpc_transport as transport;
 
