@@ -5,8 +5,10 @@
 //! - **sync** — `concurrency` tokio tasks, each waiting for its response before the
 //!   next call; the requests are split evenly between them;
 //! - **async** — `concurrency` workers that fire their share of calls without waiting
-//!   (a `FuturesUnordered` per worker) and only record completions, so in-flight calls
-//!   are unbounded unless `max_in_flight` bounds them with a shared semaphore.
+//!   (each call its own task, collected in a `JoinSet` per worker, so completions run on
+//!   any runtime thread like jkrpc's callbacks on its I/O threads) and only record
+//!   completions; in-flight calls are unbounded unless `max_in_flight` bounds them with
+//!   a shared semaphore that a worker waits on before firing.
 //!
 //! Key `i % 10 + 1` like jkbenchmark. Latency is measured per call from the moment the
 //! call is made (after its in-flight permit, if bounded). A failed call (timeout, server
@@ -20,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use brisk::{Client, ClientConfig, ConnectType, RpcError};
 use bytes::Bytes;
-use futures::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use crate::report::{
     dubbo_report, round_report, scene_line, DubboScene, LatencyRecorder, ProgressTicker,
@@ -222,24 +224,48 @@ async fn sync_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder 
 
 async fn async_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder {
     let mut rec = LatencyRecorder::new();
-    let mut in_flight = FuturesUnordered::new();
+    let mut in_flight = JoinSet::new();
     for i in start..start + n {
-        let ctx = ctx.clone();
-        in_flight.push(async move {
-            // Holding the permit for the whole call bounds the calls in flight.
-            let _permit = match &ctx.limit {
-                Some(sem) => sem.clone().acquire_owned().await.ok(),
-                None => None,
-            };
+        // With a bound, the caller waits for a permit before firing; the call holds it
+        // until its response (or error) arrives.
+        let permit = match &ctx.limit {
+            Some(sem) => sem.clone().acquire_owned().await.ok(),
+            None => None,
+        };
+        let call_ctx = ctx.clone();
+        in_flight.spawn(async move {
             let t = Instant::now();
-            let result = ctx.target.call(ctx.scenario, key_of(i), &ctx.payload).await;
+            let result = call_ctx
+                .target
+                .call(call_ctx.scenario, key_of(i), &call_ctx.payload)
+                .await;
+            drop(permit);
             (t.elapsed(), result)
         });
+        // Record what already completed, without waiting.
+        while let Some(done) = in_flight.try_join_next() {
+            record_joined(&ctx, &mut rec, done);
+        }
     }
-    while let Some((elapsed, result)) = in_flight.next().await {
-        ctx.record(&mut rec, elapsed, result);
+    while let Some(done) = in_flight.join_next().await {
+        record_joined(&ctx, &mut rec, done);
     }
     rec
+}
+
+fn record_joined(
+    ctx: &RoundCtx,
+    rec: &mut LatencyRecorder,
+    done: Result<(Duration, Result<(), RpcError>), tokio::task::JoinError>,
+) {
+    match done {
+        Ok((elapsed, result)) => ctx.record(rec, elapsed, result),
+        Err(e) => ctx.record(
+            rec,
+            Duration::ZERO,
+            Err(RpcError::Closed(format!("call task failed: {e}"))),
+        ),
+    }
 }
 
 /// Runs `requests` calls with the context's callers; returns the merged recorder and the

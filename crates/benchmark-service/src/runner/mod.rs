@@ -153,7 +153,13 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
         ("dispatch", |s| s.dispatch.clone()),
         ("queue", |s| s.queue.clone()),
         ("serializer", |s| s.serializer.clone()),
-        ("payload", |s| s.payload.to_string()),
+        ("payload", |s| {
+            if s.payload > 0 {
+                s.payload.to_string()
+            } else {
+                String::new()
+            }
+        }),
         ("cpu%", |s| {
             s.extra
                 .get("server_cpu_pct")

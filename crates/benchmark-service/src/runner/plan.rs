@@ -726,7 +726,7 @@ impl Preset {
                 ]),
                 connections: Some(vec![10]),
                 concurrency: c4,
-                requests: Some(vec![20_000]),
+                requests: Some(vec![100_000]),
                 ..base
             },
             Preset::Queue => Settings {
@@ -735,7 +735,7 @@ impl Preset {
                 dispatches: Some(vec![Dispatch::Pool]),
                 queues: Some(vec![QueueKind::Blocking, QueueKind::Transfer]),
                 concurrency: c4,
-                requests: Some(vec![20_000]),
+                requests: Some(vec![100_000]),
                 ..base
             },
             Preset::WriteMode => Settings {
@@ -743,7 +743,7 @@ impl Preset {
                 call_modes: Some(vec![CallMode::Async]),
                 write_modes: Some(vec![WriteMode::Sync, WriteMode::Async]),
                 concurrency: c4,
-                requests: Some(vec![20_000]),
+                requests: Some(vec![100_000]),
                 ..base
             },
             Preset::PayloadSweep => Settings {
@@ -751,7 +751,7 @@ impl Preset {
                 payloads: Some(vec![1024, 2048, 5120, 10_240, 51_200, 102_400]),
                 concurrency: Some(vec![cpus()]),
                 call_modes: Some(vec![CallMode::Sync]),
-                requests: Some(vec![10_000]),
+                requests: Some(vec![20_000]),
                 warmup: Some(500),
                 x_by: Some("payload".into()),
                 ..base
