@@ -2,11 +2,13 @@
 //!
 //! A call serializes its arguments once, runs through the client interceptors
 //! (skipped entirely when there are none), and then the transport attempt loop:
-//! acquire a connection per the connect type, send, wait for the answer. A
-//! transport failure (connect refused, connection closed, write failed) is tried
-//! again — on a freshly acquired connection — up to `max_try_count` attempts in
-//! all; a handler error, a busy answer or a timeout is returned as is. One
-//! deadline covers every attempt, resolved as per-call > per-method > default.
+//! choose a server ([`Cluster::choose`]: the balancer, skipping servers marked
+//! down), acquire a connection to it per the connect type, send, wait for the
+//! answer. A transport failure (connect refused, connection closed, write
+//! failed) or a `ShuttingDown` answer marks that server down and is tried again —
+//! on another server when there is one — up to `max_try_count` attempts in all;
+//! a handler error, a busy answer or a timeout is returned as is. One deadline
+//! covers every attempt, resolved as per-call > per-method > default.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,19 +25,23 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::config::PoolHold;
-use crate::connections::{Connections, Lease};
+use crate::balance::Balancer;
+use crate::cluster::{is_server_failure, Cluster, EndpointStats, ServerEndpoint};
+use crate::config::{PoolHold, StaticAddr};
+use crate::connections::Lease;
 use crate::{CallOptions, ClientConfig};
+use rpc_registry::{Registry, ServiceInstance, StaticRegistry};
 
 struct Inner {
     config: ClientConfig,
     /// `Service` → `method` → timeout, resolved from `method_timeouts_ms`.
     method_timeouts: HashMap<String, HashMap<String, Duration>>,
-    connections: Connections,
+    cluster: Arc<Cluster>,
     interceptors: Vec<Arc<dyn Interceptor>>,
 }
 
-/// A client of one server address. Cheap to clone; clones share connections.
+/// A client of one server or of a set of them (a static list or a registry).
+/// Cheap to clone; clones share connections.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -45,6 +51,7 @@ pub struct Client {
 pub struct ClientBuilder {
     config: ClientConfig,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    registry: Option<Arc<dyn Registry>>,
 }
 
 impl Client {
@@ -53,6 +60,7 @@ impl Client {
         ClientBuilder {
             config: ClientConfig::default(),
             interceptors: Vec::new(),
+            registry: None,
         }
     }
 
@@ -80,12 +88,14 @@ impl Client {
                 .unwrap_or_else(|| self.timeout_for(service, method)),
         );
         let write_mode = options.write_mode.unwrap_or(self.inner.config.write_mode);
+        let hash_key = options.hash_key.as_deref();
         let response = if self.inner.interceptors.is_empty() {
-            self.invoke(req, write_mode).await?
+            self.invoke(req, write_mode, hash_key).await?
         } else {
             let endpoint = TransportEndpoint {
                 client: self,
                 write_mode,
+                hash_key,
             };
             Next::new(&self.inner.interceptors, &endpoint)
                 .run(req)
@@ -103,6 +113,7 @@ impl Client {
         let endpoint = TransportEndpoint {
             client: self,
             write_mode: self.inner.config.write_mode,
+            hash_key: None,
         };
         Next::new(&self.inner.interceptors, &endpoint)
             .run(req)
@@ -124,6 +135,7 @@ impl Client {
         &self,
         req: RpcRequest,
         write_mode: WriteMode,
+        hash_key: Option<&str>,
     ) -> Result<RpcResponse, RpcError> {
         let timeout = req.timeout.unwrap_or(self.inner.config.request_timeout);
         let deadline = Instant::now() + timeout;
@@ -136,6 +148,8 @@ impl Client {
         let (service, method) = (frame.service.clone(), frame.method.clone());
         let mut frame = Some(frame);
         let mut attempt = 1;
+        // Servers this call failed on: a retry goes elsewhere when it can.
+        let mut failed: Vec<String> = Vec::new();
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             let this_try = if attempt < max_tries {
@@ -150,12 +164,25 @@ impl Client {
                     timeout,
                 });
             };
-            match self
-                .attempt(this_try, &service, &method, write_mode, remaining)
+            let endpoint = self.inner.cluster.choose(&service, hash_key, &failed)?;
+            let result = {
+                let _in_flight = endpoint.begin();
+                self.attempt(
+                    &endpoint, this_try, &service, &method, write_mode, remaining,
+                )
                 .await
-            {
-                Err(e) if e.is_transport() && attempt < max_tries => {
-                    tracing::debug!(attempt, error = %e, "transport failure; retrying");
+            };
+            match &result {
+                Ok(_) => endpoint.mark_up(),
+                Err(e) if is_server_failure(e) => {
+                    endpoint.mark_down(self.inner.config.down_backoff);
+                    failed.push(endpoint.addr().to_owned());
+                }
+                Err(_) => {}
+            }
+            match result {
+                Err(e) if is_server_failure(&e) && attempt < max_tries => {
+                    tracing::debug!(attempt, server = endpoint.addr(), error = %e, "server failure; retrying");
                     attempt += 1;
                 }
                 // Report the call's whole budget, not what was left for this try.
@@ -171,9 +198,10 @@ impl Client {
         }
     }
 
-    /// One try: acquire a connection, send, wait for the answer.
+    /// One try on one server: acquire a connection, send, wait for the answer.
     async fn attempt(
         &self,
+        endpoint: &ServerEndpoint,
         frame: OutFrame,
         service: &str,
         method: &str,
@@ -185,7 +213,7 @@ impl Client {
             method: method.to_string(),
             timeout: remaining,
         };
-        let lease = tokio::time::timeout(remaining, self.inner.connections.acquire())
+        let lease = tokio::time::timeout(remaining, endpoint.connections().acquire())
             .await
             .map_err(|_| timeout_err())??;
         let pending = lease
@@ -218,15 +246,25 @@ impl Client {
         self.inner.config.connect_type
     }
 
-    /// Connections currently open to the server.
+    /// Connections currently open to the servers.
     pub fn open_connections(&self) -> usize {
-        self.inner.connections.open_count()
+        self.inner.cluster.open_count()
+    }
+
+    /// The servers this client knows, with their counters.
+    pub fn endpoints(&self) -> Vec<EndpointStats> {
+        self.inner.cluster.stats()
+    }
+
+    /// The registry the servers come from (a static list unless configured).
+    pub fn registry(&self) -> &Arc<dyn Registry> {
+        self.inner.cluster.registry()
     }
 
     /// Closes this client's connections (a reused connection closes with its
     /// last client). Calls made afterwards reconnect.
     pub fn close(&self) {
-        self.inner.connections.close();
+        self.inner.cluster.close();
     }
 }
 
@@ -234,12 +272,15 @@ impl Client {
 struct TransportEndpoint<'a> {
     client: &'a Client,
     write_mode: WriteMode,
+    hash_key: Option<&'a str>,
 }
 
 #[async_trait]
 impl Endpoint for TransportEndpoint<'_> {
     async fn call(&self, req: RpcRequest) -> Result<RpcResponse, RpcError> {
-        self.client.invoke(req, self.write_mode).await
+        self.client
+            .invoke(req, self.write_mode, self.hash_key)
+            .await
     }
 }
 
@@ -253,6 +294,46 @@ impl ClientBuilder {
     /// Server address, `host:port`.
     pub fn addr(mut self, addr: impl Into<String>) -> Self {
         self.config.addr = addr.into();
+        self
+    }
+
+    /// Several servers (`"host:port"` or [`StaticAddr::weighted`]); replaces `addr`.
+    pub fn addrs<I, A>(mut self, addrs: I) -> Self
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<StaticAddr>,
+    {
+        self.config.addrs = addrs.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How calls are spread over several servers.
+    pub fn balancer(mut self, balancer: Balancer) -> Self {
+        self.config.balancer = balancer;
+        self
+    }
+
+    /// Discovers servers in the registry a URL names (`etcd://host:port/root`).
+    pub fn registry_url(mut self, url: impl Into<String>) -> Self {
+        self.config.registry = Some(url.into());
+        self
+    }
+
+    /// Discovers servers in an already connected registry (beats `registry_url`).
+    pub fn registry(mut self, registry: Arc<dyn Registry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// With a registry: follow only this service's servers.
+    pub fn service(mut self, service: impl Into<String>) -> Self {
+        self.config.service = Some(service.into());
+        self
+    }
+
+    /// How long a failing server is avoided before it is probed again.
+    pub fn down_backoff(mut self, backoff: Duration) -> Self {
+        self.config.down_backoff = backoff;
         self
     }
 
@@ -314,8 +395,11 @@ impl ClientBuilder {
         self
     }
 
-    /// Validates the config and sets up the connections (connecting now unless
-    /// `lazy_connect`: an unreachable server is an error here, not at the first call).
+    /// Validates the config, finds the servers (the static list, or a first read
+    /// of the registry — an unreachable registry is an error here, within its
+    /// timeout) and sets up their connections (connecting now unless
+    /// `lazy_connect`: when no server can be reached that is an error here, not
+    /// at the first call; unreachable ones among reachable ones are marked down).
     pub async fn build(self) -> Result<Client, RpcError> {
         self.config.validate()?;
         let mut method_timeouts: HashMap<String, HashMap<String, Duration>> = HashMap::new();
@@ -327,12 +411,24 @@ impl ClientBuilder {
                     .insert(method.to_owned(), Duration::from_millis(*ms));
             }
         }
-        let connections = Connections::new(&self.config).await?;
+        let registry: Arc<dyn Registry> = match (self.registry, &self.config.registry) {
+            (Some(registry), _) => registry,
+            (None, Some(url)) => rpc_registry::connect(url).await?,
+            (None, None) => Arc::new(StaticRegistry::new(
+                self.config
+                    .static_addrs()
+                    .into_iter()
+                    .map(|a| ServiceInstance::any(a.addr).with_weight(a.weight))
+                    .collect(),
+            )),
+        };
+        let discovery = registry.discover(self.config.service.as_deref()).await?;
+        let cluster = Cluster::start(&self.config, registry, discovery).await?;
         Ok(Client {
             inner: Arc::new(Inner {
                 config: self.config,
                 method_timeouts,
-                connections,
+                cluster,
                 interceptors: self.interceptors,
             }),
         })

@@ -2,7 +2,12 @@
 //! TOML or YAML with the same keys.
 //!
 //! ```toml
-//! addr = "127.0.0.1:9080"
+//! addr = "127.0.0.1:9080"       # one server…
+//! # addrs = ["10.0.0.1:9080", { addr = "10.0.0.2:9080", weight = 200 }]  # …or several
+//! # registry = "etcd://127.0.0.1:2379/brisk"                              # …or discovered
+//! # service = "BenchmarkService" # with a registry: watch only this service
+//! balancer = "random"           # random | round_robin | consistent_hash | least_active
+//! down_backoff_ms = 1000        # a failing server is avoided this long (doubling, up to 16×)
 //! connect_type = "fixed"        # reused | pooled | fixed
 //! connections = 2               # fixed: connections per address
 //! min_connections = 2           # pooled: kept open
@@ -27,8 +32,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use rpc_core::{ConnectType, RpcError, SerializerKind, WriteMode};
+use rpc_registry::{RegistryUrl, DEFAULT_WEIGHT};
 use rpc_transport::TransportConfig;
 use serde::{Deserialize, Serialize};
+
+use crate::balance::Balancer;
 
 /// How long a pooled connection is held by one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -42,12 +50,111 @@ pub enum PoolHold {
     Response,
 }
 
+/// One entry of a static server list: `"host:port"`, or
+/// `{ addr = "host:port", weight = 200 }` in a config file.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "StaticAddrRepr", into = "StaticAddrRepr")]
+pub struct StaticAddr {
+    /// `host:port`.
+    pub addr: String,
+    /// Relative share of the load (default 100).
+    pub weight: u32,
+}
+
+impl StaticAddr {
+    /// An address with the default weight.
+    pub fn new(addr: impl Into<String>) -> Self {
+        StaticAddr {
+            addr: addr.into(),
+            weight: DEFAULT_WEIGHT,
+        }
+    }
+
+    /// An address with a weight.
+    pub fn weighted(addr: impl Into<String>, weight: u32) -> Self {
+        StaticAddr {
+            addr: addr.into(),
+            weight,
+        }
+    }
+}
+
+impl From<&str> for StaticAddr {
+    fn from(addr: &str) -> Self {
+        StaticAddr::new(addr)
+    }
+}
+
+impl From<String> for StaticAddr {
+    fn from(addr: String) -> Self {
+        StaticAddr::new(addr)
+    }
+}
+
+/// How a [`StaticAddr`] is written: a plain string when the weight is the default.
+#[derive(Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "\"host:port\" or { addr = \"host:port\", weight = N }"
+)]
+enum StaticAddrRepr {
+    Plain(String),
+    Weighted(WeightedRepr),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WeightedRepr {
+    addr: String,
+    #[serde(default = "default_weight")]
+    weight: u32,
+}
+
+fn default_weight() -> u32 {
+    DEFAULT_WEIGHT
+}
+
+impl From<StaticAddrRepr> for StaticAddr {
+    fn from(r: StaticAddrRepr) -> Self {
+        match r {
+            StaticAddrRepr::Plain(addr) => StaticAddr::new(addr),
+            StaticAddrRepr::Weighted(w) => StaticAddr::weighted(w.addr, w.weight),
+        }
+    }
+}
+
+impl From<StaticAddr> for StaticAddrRepr {
+    fn from(a: StaticAddr) -> Self {
+        if a.weight == DEFAULT_WEIGHT {
+            StaticAddrRepr::Plain(a.addr)
+        } else {
+            StaticAddrRepr::Weighted(WeightedRepr {
+                addr: a.addr,
+                weight: a.weight,
+            })
+        }
+    }
+}
+
 /// Client settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
-    /// Server address, `host:port`.
+    /// Server address, `host:port` (the whole list when `addrs` is empty).
     pub addr: String,
+    /// Several servers (then `addr` is ignored).
+    pub addrs: Vec<StaticAddr>,
+    /// How calls are spread over several servers.
+    pub balancer: Balancer,
+    /// Discover the servers in this registry (`etcd://host:port/root`) instead
+    /// of listing them; see `rpc_registry::RegistryUrl`.
+    pub registry: Option<String>,
+    /// With a registry: follow only this service's servers (default: every service's).
+    pub service: Option<String>,
+    /// A server that failed is avoided this long, doubling while it keeps
+    /// failing (up to 16×); then one call probes it.
+    #[serde(rename = "down_backoff_ms", with = "rpc_core::config::duration_ms")]
+    pub down_backoff: Duration,
     /// How connections are held.
     pub connect_type: ConnectType,
     /// `fixed`: connections per address (jkrpc default 2).
@@ -86,6 +193,11 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             addr: "127.0.0.1:9080".into(),
+            addrs: Vec::new(),
+            balancer: Balancer::Random,
+            registry: None,
+            service: None,
+            down_backoff: Duration::from_millis(1000),
             connect_type: ConnectType::Fixed,
             connections: 2,
             min_connections: 2,
@@ -111,11 +223,53 @@ impl ClientConfig {
         Ok(config)
     }
 
+    /// The static server list: `addrs`, or `addr` alone when `addrs` is empty.
+    pub fn static_addrs(&self) -> Vec<StaticAddr> {
+        if self.addrs.is_empty() {
+            vec![StaticAddr::new(self.addr.clone())]
+        } else {
+            self.addrs.clone()
+        }
+    }
+
     /// Checks every value; the error names the offending key.
     pub fn validate(&self) -> Result<(), RpcError> {
         if self.addr.is_empty() {
             return Err(RpcError::config("addr", "must be host:port"));
         }
+        for (i, a) in self.addrs.iter().enumerate() {
+            if a.addr.is_empty() {
+                return Err(RpcError::config(format!("addrs[{i}]"), "must be host:port"));
+            }
+            if a.weight == 0 {
+                return Err(RpcError::config(
+                    format!("addrs[{i}].weight"),
+                    "must be at least 1",
+                ));
+            }
+            if self.addrs[..i].iter().any(|b| b.addr == a.addr) {
+                return Err(RpcError::config(
+                    format!("addrs[{i}]"),
+                    format!("{} is listed twice", a.addr),
+                ));
+            }
+        }
+        if let Some(url) = &self.registry {
+            RegistryUrl::parse(url).map_err(|reason| RpcError::config("registry", reason))?;
+            if !self.addrs.is_empty() {
+                return Err(RpcError::config(
+                    "addrs",
+                    "give either a static `addrs` list or a `registry`, not both",
+                ));
+            }
+        }
+        if self.service.as_deref() == Some("") {
+            return Err(RpcError::config(
+                "service",
+                "must be a service name (or left out for every service)",
+            ));
+        }
+        rpc_core::config::nonzero_ms("down_backoff_ms", self.down_backoff.as_millis() as u64)?;
         if self.connections == 0 {
             return Err(RpcError::config("connections", "must be at least 1"));
         }
@@ -211,5 +365,104 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("min_connections"));
+    }
+
+    #[test]
+    fn server_lists_registries_and_balancers() {
+        let t: ClientConfig = parse_str(
+            "addrs = [\"a:1\", { addr = \"b:2\", weight = 300 }]\nbalancer = \"consistent_hash\"\ndown_backoff_ms = 250\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap();
+        let y: ClientConfig = parse_str(
+            "addrs:\n  - a:1\n  - addr: b:2\n    weight: 300\nbalancer: consistent_hash\ndown_backoff_ms: 250\n",
+            ConfigFormat::Yaml,
+        )
+        .unwrap();
+        assert_eq!(t, y);
+        assert_eq!(
+            t.static_addrs(),
+            [StaticAddr::new("a:1"), StaticAddr::weighted("b:2", 300)]
+        );
+        assert_eq!(t.balancer, Balancer::ConsistentHash);
+        t.validate().unwrap();
+        // Round trip: plain strings stay plain.
+        let text = toml::to_string(&t).unwrap();
+        assert!(text.contains("\"a:1\""), "{text}");
+        assert_eq!(
+            parse_str::<ClientConfig>(&text, ConfigFormat::Toml).unwrap(),
+            t
+        );
+
+        // `addr` alone is a one-element list.
+        let d = ClientConfig::default();
+        assert_eq!(d.static_addrs(), [StaticAddr::new("127.0.0.1:9080")]);
+        assert_eq!(d.balancer, Balancer::Random);
+        assert_eq!(d.registry, None);
+
+        let r: ClientConfig = parse_str(
+            "registry = \"etcd://127.0.0.1:2379/brisk\"\nservice = \"Hello\"\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap();
+        r.validate().unwrap();
+    }
+
+    #[test]
+    fn cluster_values_name_their_key() {
+        let err =
+            parse_str::<ClientConfig>("balancer = \"fastest\"\n", ConfigFormat::Toml).unwrap_err();
+        assert!(err.to_string().contains("`balancer`"), "{err}");
+        let err = parse_str::<ClientConfig>("addrs = [{ host = \"a\" }]\n", ConfigFormat::Toml)
+            .unwrap_err();
+        assert!(err.to_string().contains("`addrs[0]`"), "{err}");
+        for (config, key) in [
+            (
+                ClientConfig {
+                    registry: Some("zookeeper://x:1".into()),
+                    ..ClientConfig::default()
+                },
+                "`registry`",
+            ),
+            (
+                ClientConfig {
+                    registry: Some("etcd://x:1".into()),
+                    addrs: vec!["a:1".into()],
+                    ..ClientConfig::default()
+                },
+                "`addrs`",
+            ),
+            (
+                ClientConfig {
+                    addrs: vec!["a:1".into(), "a:1".into()],
+                    ..ClientConfig::default()
+                },
+                "`addrs[1]`",
+            ),
+            (
+                ClientConfig {
+                    addrs: vec![StaticAddr::weighted("a:1", 0)],
+                    ..ClientConfig::default()
+                },
+                "`addrs[0].weight`",
+            ),
+            (
+                ClientConfig {
+                    service: Some(String::new()),
+                    ..ClientConfig::default()
+                },
+                "`service`",
+            ),
+            (
+                ClientConfig {
+                    down_backoff: Duration::ZERO,
+                    ..ClientConfig::default()
+                },
+                "`down_backoff_ms`",
+            ),
+        ] {
+            let err = config.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{key}: {err}");
+        }
     }
 }

@@ -4,7 +4,10 @@
 //! timeouts with precedence config < per-method < per-call, retries of transport
 //! failures under `max_try_count`, client interceptors) and the three ways of
 //! holding connections to a server address ([`connections`]): `reused`,
-//! `pooled` and `fixed`.
+//! `pooled` and `fixed`. With several servers — a static `addrs` list or a
+//! registry (`rpc-registry`) — the [`cluster`] keeps one endpoint per address,
+//! follows the registry live, marks failing servers down and hands each attempt
+//! to a [`balance`]r; a failed attempt is retried on another server.
 //!
 //! It does not own sockets or framing (`rpc-transport`, `rpc-codec`) nor typed
 //! service definitions (`brisk::service!` generates typed clients on top of
@@ -27,11 +30,15 @@
 //! # Ok(()) }
 //! ```
 
+pub mod balance;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod options;
 
+pub use balance::Balancer;
 pub use client::{Client, ClientBuilder};
-pub use config::{ClientConfig, PoolHold};
+pub use cluster::EndpointStats;
+pub use config::{ClientConfig, PoolHold, StaticAddr};
 pub use options::CallOptions;

@@ -15,6 +15,9 @@ pub struct CallOptions {
     pub serializer: Option<SerializerKind>,
     /// Write mode for this call.
     pub write_mode: Option<WriteMode>,
+    /// The key the `consistent_hash` balancer places this call by: calls with
+    /// the same key go to the same server (other balancers ignore it).
+    pub hash_key: Option<String>,
 }
 
 impl CallOptions {
@@ -41,6 +44,12 @@ impl CallOptions {
     /// Sets the serializer.
     pub fn with_serializer(mut self, serializer: SerializerKind) -> Self {
         self.serializer = Some(serializer);
+        self
+    }
+
+    /// Sets the consistent-hash key (a user id, a cache key…).
+    pub fn with_hash_key(mut self, key: impl Into<String>) -> Self {
+        self.hash_key = Some(key.into());
         self
     }
 }

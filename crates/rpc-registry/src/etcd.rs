@@ -350,15 +350,16 @@ async fn open_watch(
     let watch_options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(revision);
-    let task = tokio::spawn(async move { c.watch(prefix, Some(watch_options)).await });
-    let abort = task.abort_handle();
-    let joined = bounded(options, "watching", async {
-        task.await
-            .unwrap_or_else(|e| Err(etcd_client::Error::WatchError(e.to_string())))
-    })
-    .await;
-    abort.abort();
-    joined
+    let mut task = tokio::spawn(async move { c.watch(prefix, Some(watch_options)).await });
+    match tokio::time::timeout(options.timeout, &mut task).await {
+        Ok(Ok(Ok(opened))) => Ok(opened),
+        Ok(Ok(Err(e))) => Err(failed(options, "watching", e.to_string())),
+        Ok(Err(panicked)) => Err(failed(options, "watching", panicked.to_string())),
+        Err(_) => {
+            task.abort();
+            Err(timed_out(options, "watching"))
+        }
+    }
 }
 
 /// The discovery task: keep `tx` in step with the keys under `prefix`.

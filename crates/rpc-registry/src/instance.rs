@@ -9,7 +9,8 @@
 //!
 //! The service name and address are in the key so that a server's entries are
 //! unique per service and address; the value repeats the address and adds the
-//! weight, so a value alone describes the instance.
+//! weight, so a value alone describes the instance. The helpers here are public
+//! so that another key-value registry can use the same layout.
 
 use serde::{Deserialize, Serialize};
 
@@ -72,17 +73,17 @@ fn default_weight() -> u32 {
 }
 
 /// `<root>/services/` — the prefix under which every service lives.
-pub(crate) fn services_prefix(root: &str) -> String {
+pub fn services_prefix(root: &str) -> String {
     format!("{}/services/", root.trim_end_matches('/'))
 }
 
 /// `<root>/services/<service>/` — the prefix of one service's instances.
-pub(crate) fn service_prefix(root: &str, service: &str) -> String {
+pub fn service_prefix(root: &str, service: &str) -> String {
     format!("{}{service}/", services_prefix(root))
 }
 
 /// The key of one instance.
-pub(crate) fn instance_key(root: &str, instance: &ServiceInstance) -> String {
+pub fn instance_key(root: &str, instance: &ServiceInstance) -> String {
     format!(
         "{}{}",
         service_prefix(root, &instance.service),
@@ -91,7 +92,7 @@ pub(crate) fn instance_key(root: &str, instance: &ServiceInstance) -> String {
 }
 
 /// The JSON value of one instance.
-pub(crate) fn instance_value(instance: &ServiceInstance) -> String {
+pub fn instance_value(instance: &ServiceInstance) -> String {
     let value = InstanceValue {
         addr: instance.addr.clone(),
         weight: instance.weight,
@@ -108,11 +109,7 @@ pub(crate) fn instance_value(instance: &ServiceInstance) -> String {
 /// Reads an instance back from its key and value. `None` (with the reason) when
 /// the key is not under `<root>/services/` or the value is not brisk's JSON:
 /// registry content comes from the network and is never trusted to be well formed.
-pub(crate) fn parse_instance(
-    root: &str,
-    key: &[u8],
-    value: &[u8],
-) -> Result<ServiceInstance, String> {
+pub fn parse_instance(root: &str, key: &[u8], value: &[u8]) -> Result<ServiceInstance, String> {
     let key = std::str::from_utf8(key).map_err(|_| "key is not UTF-8".to_string())?;
     let prefix = services_prefix(root);
     let rest = key

@@ -47,7 +47,10 @@ use rpc_core::RpcError;
 pub use discovery::{Discovery, Snapshot};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdRegistry;
-pub use instance::{ServiceInstance, ANY_SERVICE, DEFAULT_WEIGHT};
+pub use instance::{
+    instance_key, instance_value, parse_instance, service_prefix, services_prefix, ServiceInstance,
+    ANY_SERVICE, DEFAULT_WEIGHT,
+};
 pub use registration::{Registration, StopSignal};
 pub use static_list::StaticRegistry;
 pub use url::{EtcdOptions, RegistryUrl};

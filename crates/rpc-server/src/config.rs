@@ -4,6 +4,9 @@
 //! ```toml
 //! addr = "0.0.0.0:9080"
 //! http_addr = "0.0.0.0:9081"       # optional: HTTP/JSON, /health, /metrics
+//! registry = "etcd://127.0.0.1:2379/brisk?ttl_ms=10000"  # optional: register every service
+//! advertise_addr = "10.0.0.5"       # what clients connect to (host or host:port; needed with 0.0.0.0)
+//! weight = 100                      # this server's share of the load
 //! dispatch = "pool"                 # direct | pool
 //! max_connections = 10000
 //! max_in_flight_per_connection = 4096
@@ -38,6 +41,14 @@ pub struct ServerConfig {
     pub addr: String,
     /// Also serve the HTTP/JSON protocol, `/health` and `/metrics` on this address.
     pub http_addr: Option<String>,
+    /// Register every service in this registry at start and deregister at
+    /// graceful shutdown (`etcd://host:port/root`; see `rpc_registry::RegistryUrl`).
+    pub registry: Option<String>,
+    /// The address clients should connect to, `host` or `host:port` (default:
+    /// the bound address; required when listening on 0.0.0.0 / [::]).
+    pub advertise_addr: Option<String>,
+    /// This server's relative share of the load, as registered.
+    pub weight: u32,
     /// Where handlers run.
     pub dispatch: Dispatch,
     /// The worker pool (used when `dispatch = "pool"`).
@@ -59,6 +70,9 @@ impl Default for ServerConfig {
         ServerConfig {
             addr: "127.0.0.1:9080".into(),
             http_addr: None,
+            registry: None,
+            advertise_addr: None,
+            weight: rpc_registry::DEFAULT_WEIGHT,
             dispatch: Dispatch::Pool,
             pool: PoolConfig::default(),
             max_connections: 10_000,
@@ -85,6 +99,19 @@ impl ServerConfig {
         self.pool
             .validate()
             .map_err(|reason| RpcError::config("pool", reason))?;
+        if let Some(url) = &self.registry {
+            rpc_registry::RegistryUrl::parse(url)
+                .map_err(|reason| RpcError::config("registry", reason))?;
+        }
+        if self.advertise_addr.as_deref() == Some("") {
+            return Err(RpcError::config(
+                "advertise_addr",
+                "must be host or host:port (or left out)",
+            ));
+        }
+        if self.weight == 0 {
+            return Err(RpcError::config("weight", "must be at least 1"));
+        }
         if self.max_connections == 0 {
             return Err(RpcError::config("max_connections", "must be at least 1"));
         }
@@ -170,6 +197,23 @@ mod tests {
         let mut c = ServerConfig::default();
         c.pool.core_threads = c.pool.max_threads + 1;
         assert!(c.validate().unwrap_err().to_string().contains("pool"));
+        let c = ServerConfig {
+            weight: 0,
+            ..ServerConfig::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("`weight`"));
+        let c = ServerConfig {
+            registry: Some("consul://x".into()),
+            ..ServerConfig::default()
+        };
+        assert!(c.validate().unwrap_err().to_string().contains("`registry`"));
+        let c: ServerConfig = parse_str(
+            "registry = \"etcd://127.0.0.1:2379/brisk?ttl_ms=3000\"\nadvertise_addr = \"10.0.0.5\"\nweight = 250\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.weight, 250);
     }
 
     #[test]

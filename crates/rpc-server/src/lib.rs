@@ -5,7 +5,8 @@
 //! service name to [`ServiceHandler`](rpc_core::ServiceHandler), the two dispatch
 //! modes — `direct` (the handler runs on the connection's I/O task) and `pool`
 //! (the Tomcat-style [`WorkerPool`] of OS threads, with a `blocking` or
-//! `transfer` queue) — server interceptors, and graceful shutdown.
+//! `transfer` queue) — server interceptors, graceful shutdown, and announcing
+//! itself in a registry (`rpc-registry`) while it runs.
 //!
 //! It does not own the wire format (`rpc-codec`), sockets and batching
 //! (`rpc-transport`) or the typed service definitions (the `brisk::service!`
@@ -31,6 +32,7 @@ mod dispatch;
 pub mod http;
 pub mod metrics;
 pub mod pool;
+mod registration;
 pub mod router;
 pub mod server;
 pub mod stats;

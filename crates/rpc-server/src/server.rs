@@ -5,6 +5,11 @@
 //! owns the server: [`ServerHandle::shutdown`] stops accepting, lets in-flight
 //! calls finish (bounded by `shutdown_grace`), flushes their answers and closes;
 //! dropping the handle without calling it closes everything at once.
+//!
+//! With a registry (`ServerBuilder::registry`, or `registry` in the config)
+//! `start()` also registers every service, and the handle keeps the
+//! registration: graceful shutdown deregisters first; dropping the handle leaves
+//! the entries to expire with their lease, as a crash would (see `registration`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -12,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpc_core::{Dispatch, Interceptor, RpcError, ServiceHandler};
+use rpc_registry::{Registration, Registry};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -35,6 +41,7 @@ impl Server {
             config: ServerConfig::default(),
             router: Router::new(),
             interceptors: Vec::new(),
+            registry: None,
         }
     }
 }
@@ -44,6 +51,7 @@ pub struct ServerBuilder {
     config: ServerConfig,
     router: Router,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    registry: Option<Arc<dyn Registry>>,
 }
 
 impl ServerBuilder {
@@ -89,7 +97,34 @@ impl ServerBuilder {
         self
     }
 
-    /// Validates the config, binds, and starts serving on the current runtime.
+    /// Registers every service in `registry` at start (beats the config's
+    /// `registry` URL); graceful shutdown deregisters.
+    pub fn registry(mut self, registry: Arc<dyn Registry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Registers every service in the registry this URL names at start
+    /// (`etcd://host:port/root`).
+    pub fn registry_url(mut self, url: impl Into<String>) -> Self {
+        self.config.registry = Some(url.into());
+        self
+    }
+
+    /// The address registered for clients (`host` or `host:port`).
+    pub fn advertise_addr(mut self, addr: impl Into<String>) -> Self {
+        self.config.advertise_addr = Some(addr.into());
+        self
+    }
+
+    /// This server's registered share of the load.
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.config.weight = weight;
+        self
+    }
+
+    /// Validates the config, binds, starts serving on the current runtime and,
+    /// with a registry, registers (an unreachable registry fails the start).
     pub async fn start(self) -> Result<ServerHandle, RpcError> {
         self.config.validate()?;
         let listener = TcpListener::bind(&self.config.addr)
@@ -120,6 +155,7 @@ impl ServerBuilder {
             }
             Dispatch::Direct => None,
         };
+        let services: Vec<&'static str> = self.router.service_names().collect();
         let metrics = Metrics::for_router(&self.router);
         let ctx = Arc::new(ServerCtx {
             metrics,
@@ -146,13 +182,19 @@ impl ServerBuilder {
         };
         let accept = tokio::spawn(accept_loop(listener, ctx.clone(), tracker.clone()));
         info!(addr = %local_addr, dispatch = %ctx.config.dispatch, "brisk server listening");
-        Ok(ServerHandle {
+        let mut handle = ServerHandle {
             local_addr,
             http_addr,
             ctx,
             tracker,
             accept: Some(accept),
-        })
+            registration: None,
+        };
+        // On failure the handle drops here, which stops the server again.
+        handle.registration =
+            crate::registration::register(&handle.ctx.config, self.registry, services, local_addr)
+                .await?;
+        Ok(handle)
     }
 }
 
@@ -210,6 +252,8 @@ pub struct ServerHandle {
     ctx: Arc<ServerCtx>,
     tracker: TaskTracker,
     accept: Option<tokio::task::JoinHandle<()>>,
+    /// Dropped with the handle: a registry lease then expires on its own.
+    registration: Option<Registration>,
 }
 
 impl ServerHandle {
@@ -250,6 +294,11 @@ impl ServerHandle {
         &self.ctx.config
     }
 
+    /// The server's registry entries, when it registered.
+    pub fn registration(&self) -> Option<&Registration> {
+        self.registration.as_ref()
+    }
+
     /// Stops accepting, answers new requests `ShuttingDown`, waits up to
     /// `shutdown_grace` for in-flight calls and their answers, then closes.
     pub async fn shutdown(mut self) -> ShutdownReport {
@@ -258,6 +307,12 @@ impl ServerHandle {
 
     async fn shutdown_inner(&mut self) -> ShutdownReport {
         let start = Instant::now();
+        // Leave the registry first, so clients stop choosing this server.
+        if let Some(registration) = self.registration.take() {
+            if let Err(e) = registration.deregister().await {
+                warn!(error = %e, "deregistering failed; the entries expire with their lease");
+            }
+        }
         self.ctx.stopping.cancel();
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
