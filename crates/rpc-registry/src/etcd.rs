@@ -73,15 +73,21 @@ impl EtcdRegistry {
         // etcd fails here, at start, and not at the first registration.
         let prefix = services_prefix(&registry.options.root);
         let mut kv = registry.client.clone();
-        bounded(
-            &registry.options,
-            "reading from",
-            kv.get(
-                prefix,
-                Some(GetOptions::new().with_prefix().with_count_only()),
-            ),
-        )
-        .await?;
+        let probe = kv.get(
+            prefix,
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        );
+        match tokio::time::timeout(registry.options.timeout, probe).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(failed(
+                    &registry.options,
+                    "reaching",
+                    format!("{e} (is etcd running and reachable there?)"),
+                ))
+            }
+            Err(_) => return Err(timed_out(&registry.options, "reaching")),
+        }
         debug!(registry = %registry.options.short_url(), "etcd registry connected");
         Ok(registry)
     }
