@@ -8,6 +8,7 @@
 //! cargo run --release --example benchmark_client -- --preset connect-type
 //! cargo run --release --example benchmark_client -- --scenario nth,db --concurrency 1,20 --call-mode sync,async
 //! cargo run --release --example benchmark_client -- --addr 127.0.0.1:9080 --scenario echo --payload 1k,10k
+//! cargo run --release --features etcd --example benchmark_client -- --registry etcd://127.0.0.1:2379 --balancer round_robin
 //! ```
 //!
 //! Without `--addr` it starts the server itself: this same executable, re-run with the

@@ -4,6 +4,7 @@
 //! cargo run --release --example benchmark_server -- --help
 //! cargo run --release --example benchmark_server -- --dispatch pool --queue blocking
 //! cargo run --release --example benchmark_server -- --db postgres://postgres@127.0.0.1/postgres
+//! cargo run --release --features etcd --example benchmark_server -- --registry etcd://127.0.0.1:2379
 //! ```
 //!
 //! Prints its effective configuration and `LISTENING <ip:port>` on stdout, logs on stderr

@@ -378,3 +378,45 @@ async fn an_in_process_registry_is_followed_live() {
     })
     .await;
 }
+
+#[test]
+fn the_benchmark_client_can_target_a_registry() {
+    use benchmark_service::runner::engine::{apply_target, registry_target};
+    use benchmark_service::runner::ClientArgs;
+    use clap::Parser;
+
+    let mut config = brisk::ClientConfig::default();
+    apply_target(&mut config, "10.0.0.1:9080");
+    assert_eq!(config.addr, "10.0.0.1:9080");
+    assert_eq!(config.registry, None);
+
+    let target = registry_target("etcd://127.0.0.1:2379/brisk", Balancer::LeastActive);
+    let mut config = brisk::ClientConfig::default();
+    apply_target(&mut config, &target);
+    assert_eq!(
+        config.registry.as_deref(),
+        Some("etcd://127.0.0.1:2379/brisk")
+    );
+    assert_eq!(config.service.as_deref(), Some("BenchmarkService"));
+    assert_eq!(config.balancer, Balancer::LeastActive);
+    config.validate().unwrap();
+
+    let args = ClientArgs::try_parse_from([
+        "benchmark_client",
+        "--registry",
+        "etcd://127.0.0.1:2379",
+        "--balancer",
+        "consistent_hash",
+    ])
+    .unwrap();
+    assert_eq!(args.balancer, Some(Balancer::ConsistentHash));
+    assert!(ClientArgs::try_parse_from(["benchmark_client", "--balancer", "random"]).is_err());
+    assert!(ClientArgs::try_parse_from([
+        "benchmark_client",
+        "--registry",
+        "etcd://a:1",
+        "--addr",
+        "b:2"
+    ])
+    .is_err());
+}

@@ -126,6 +126,21 @@ pub struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Register in this service registry while running, e.g. `etcd://127.0.0.1:2379`
+    /// (`etcd://HOST:PORT[,…][/ROOT][?ttl_ms=N]`; needs brisk's `etcd` feature:
+    /// `cargo run --features etcd …`); a graceful shutdown deregisters
+    #[arg(long, value_name = "URL")]
+    pub registry: Option<String>,
+
+    /// Address registered for clients, HOST or HOST:PORT [default: the bound address; required
+    /// when listening on 0.0.0.0]
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub advertise_addr: Option<String>,
+
+    /// This server's registered share of the load [default: 100]
+    #[arg(long, value_name = "N")]
+    pub weight: Option<u32>,
+
     /// Shut down when stdin reaches EOF (used by a parent process so the server dies with it)
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
@@ -162,6 +177,9 @@ impl ServerArgs {
             "config",
             self.config.as_ref().map(|p| p.display().to_string()),
         );
+        push("registry", self.registry.clone());
+        push("advertise-addr", self.advertise_addr.clone());
+        push("weight", self.weight.map(|n| n.to_string()));
         if self.exit_on_stdin_eof {
             argv.push("--exit-on-stdin-eof".to_owned());
         }
@@ -209,6 +227,15 @@ impl ServerArgs {
         }
         if let Some(ms) = self.keep_alive_ms {
             pool.keep_alive = Duration::from_millis(ms);
+        }
+        if let Some(url) = &self.registry {
+            config.registry = Some(url.clone());
+        }
+        if let Some(addr) = &self.advertise_addr {
+            config.advertise_addr = Some(addr.clone());
+        }
+        if let Some(weight) = self.weight {
+            config.weight = weight;
         }
         config.validate()?;
         Ok(config)
@@ -404,7 +431,20 @@ pub fn effective_config_text(server: &StartedServer) -> String {
         format!("  db               {}", server.store.db.describe()),
         format!("  data dir         {}", server.data_dir.display()),
     ];
-    lines.join("\n")
+    let mut text = lines.join("\n");
+    if let Some(registration) = server.handle.registration() {
+        let addr = registration
+            .instances()
+            .first()
+            .map(|i| i.addr.as_str())
+            .unwrap_or("?");
+        text.push_str(&format!(
+            "\n  registry         {} as {addr} (weight {})",
+            registration.registry(),
+            config.weight
+        ));
+    }
+    text
 }
 
 /// What ended a [`serve_until`] run.

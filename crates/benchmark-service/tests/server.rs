@@ -257,6 +257,9 @@ fn to_argv_round_trips_through_clap() {
         db_pool_size: Some(5),
         data_dir: Some(PathBuf::from("/tmp/some dir/data")),
         config: Some(PathBuf::from("/etc/brisk/server.toml")),
+        registry: Some("etcd://127.0.0.1:2379/brisk?ttl_ms=3000".into()),
+        advertise_addr: Some("10.0.0.5".into()),
+        weight: Some(200),
         exit_on_stdin_eof: true,
     };
     let argv = full.to_argv();

@@ -61,7 +61,9 @@ Presets (flags given beside a preset override it; results go to bench-results/<p
   keepalive      nth, a new connection per call vs persistent, c = 10 (seed 001)
 
 Without --addr the client starts the benchmark server itself (a child process running
-this executable's hidden `__serve` subcommand), one per --dispatch × --queue value.";
+this executable's hidden `__serve` subcommand), one per --dispatch × --queue value.
+With --registry it measures every server registered there (`benchmark_server --registry`),
+spreading the calls with --balancer.";
 
 /// `benchmark_client`: runs the jkbenchmark scene matrix against brisk's benchmark server.
 #[derive(Debug, Clone, Default, Parser)]
@@ -78,6 +80,16 @@ pub struct ClientArgs {
     /// Start the server inside this process instead of a child process (shares the CPU)
     #[arg(long, conflicts_with = "addr")]
     pub in_process: bool,
+
+    /// Discover the servers in this registry instead, e.g. `etcd://127.0.0.1:2379`, and spread
+    /// the calls over every registered BenchmarkService server (needs brisk's `etcd` feature)
+    #[arg(long, value_name = "URL", conflicts_with_all = ["addr", "in_process"])]
+    pub registry: Option<String>,
+
+    /// With --registry: how calls are spread: random, round_robin, consistent_hash,
+    /// least_active [default: round_robin]
+    #[arg(long, value_name = "NAME", requires = "registry")]
+    pub balancer: Option<brisk::client::Balancer>,
 
     /// Named set of defaults (see below)
     #[arg(long, value_name = "NAME")]
@@ -287,12 +299,16 @@ pub fn main(args: ClientArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let source = match (&args.addr, args.in_process) {
-        (Some(addr), _) => ServerSource::Remote(addr.clone()),
-        (None, true) => ServerSource::InProcess {
+    let source = match (&args.addr, &args.registry, args.in_process) {
+        (Some(addr), _, _) => ServerSource::Remote(addr.clone()),
+        (None, Some(url), _) => ServerSource::Remote(super::engine::registry_target(
+            url,
+            args.balancer.unwrap_or(brisk::client::Balancer::RoundRobin),
+        )),
+        (None, None, true) => ServerSource::InProcess {
             base: args.server_base(),
         },
-        (None, false) => match ServerSource::spawn_current_exe(args.server_base()) {
+        (None, None, false) => match ServerSource::spawn_current_exe(args.server_base()) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -133,16 +133,41 @@ async fn call_once(
     }
 }
 
+/// The target string of servers found in a registry: the registry URL with the balancer
+/// as its fragment, `etcd://127.0.0.1:2379#round_robin` (what `--registry` and `--balancer`
+/// make; [`client_config`] and [`probe`] understand it wherever a `host:port` goes).
+pub fn registry_target(url: &str, balancer: brisk::client::Balancer) -> String {
+    format!("{url}#{balancer}")
+}
+
+/// Points `config` at `target`: a `host:port`, or a [`registry_target`] — then the client
+/// discovers every `BenchmarkService` server in the registry and spreads calls over them.
+pub fn apply_target(config: &mut ClientConfig, target: &str) {
+    if !target.contains("://") {
+        config.addr = target.to_owned();
+        return;
+    }
+    let (url, balancer) = match target.rsplit_once('#') {
+        Some((url, balancer)) => (url, balancer.parse().ok()),
+        None => (target, None),
+    };
+    config.registry = Some(url.to_owned());
+    config.service = Some(BenchmarkServiceClient::SERVICE.to_owned());
+    if let Some(balancer) = balancer {
+        config.balancer = balancer;
+    }
+}
+
 /// The client configuration of a scene (jkrpc's benchmark used `maxTryCount` 1).
 pub fn client_config(scene: &Scene, addr: &str, timeout: Duration) -> ClientConfig {
     let mut c = ClientConfig {
-        addr: addr.to_owned(),
         write_mode: scene.write_mode,
         serializer: scene.serializer,
         request_timeout: timeout,
         max_try_count: 1,
         ..ClientConfig::default()
     };
+    apply_target(&mut c, addr);
     let n = scene.connections.max(1) as usize;
     match scene.connect {
         ConnectKind::Reused => c.connect_type = ConnectType::Reused,
@@ -166,13 +191,13 @@ pub fn client_config(scene: &Scene, addr: &str, timeout: Duration) -> ClientConf
 /// Builds a client for `config` and makes one `do_nothing` call: the check that the server
 /// is reachable before a run starts.
 pub async fn probe(addr: &str, timeout: Duration) -> Result<(), RpcError> {
-    let config = ClientConfig {
-        addr: addr.to_owned(),
+    let mut config = ClientConfig {
         connections: 1,
         request_timeout: timeout,
         max_try_count: 1,
         ..ClientConfig::default()
     };
+    apply_target(&mut config, addr);
     let client = Client::builder().config(config).build().await?;
     let result = BenchmarkServiceClient::new(client.clone())
         .do_nothing()
