@@ -2,7 +2,7 @@
 //!
 //! A call serializes its arguments once, runs through the client interceptors
 //! (skipped entirely when there are none), and then the transport attempt loop:
-//! choose a server ([`Cluster::choose`]: the balancer, skipping servers marked
+//! choose a server (`Cluster::choose`: the balancer, skipping servers marked
 //! down), acquire a connection to it per the connect type, send, wait for the
 //! answer. A transport failure (connect refused, connection closed, write
 //! failed) or a `ShuttingDown` answer marks that server down and is tried again —

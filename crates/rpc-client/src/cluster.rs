@@ -6,7 +6,7 @@
 //! endpoints serving it with their weights and a balancer [`Picker`] built for
 //! that list; a static address list is one list that serves every service.
 //!
-//! **Choosing.** Per attempt the client asks [`Cluster::choose`] for an
+//! **Choosing.** Per attempt the client asks `Cluster::choose` for an
 //! endpoint of the call's service. The balancer chooses among endpoints that are
 //! neither marked down nor already failed for this call; if that leaves nothing
 //! it tries one that is down (it may be back) but not failed, and only then one

@@ -45,7 +45,7 @@ pub struct ServerConfig {
     /// graceful shutdown (`etcd://host:port/root`; see `rpc_registry::RegistryUrl`).
     pub registry: Option<String>,
     /// The address clients should connect to, `host` or `host:port` (default:
-    /// the bound address; required when listening on 0.0.0.0 / [::]).
+    /// the bound address; required when listening on `0.0.0.0` / `[::]`).
     pub advertise_addr: Option<String>,
     /// This server's relative share of the load, as registered.
     pub weight: u32,
