@@ -183,7 +183,8 @@ pub struct ClientConfig {
     /// Timeouts per method, keyed `Service.method`, in ms.
     #[serde(rename = "method_timeouts_ms")]
     pub method_timeouts: HashMap<String, u64>,
-    /// Attempts per call (1 = no retry). Only transport failures are retried.
+    /// Attempts per call (1 = no retry). Only transport failures and `ShuttingDown`
+    /// answers are retried, on another server when there is one.
     pub max_try_count: u32,
     /// Socket-level settings.
     pub transport: TransportConfig,
