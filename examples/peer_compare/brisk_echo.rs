@@ -1,0 +1,77 @@
+//! brisk: direct dispatch, `fixed` connections = C, msgpack, async write mode.
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+
+use brisk::{
+    async_trait, Client, ConnectType, Dispatch, RpcError, SerializerKind, Server, ServerConfig,
+    WriteMode,
+};
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::load::Caller;
+
+brisk::service! {
+    /// The echo every implementation serves.
+    pub trait Echo {
+        /// Returns `payload`.
+        async fn echo(payload: Bytes) -> Bytes;
+    }
+}
+
+struct EchoImpl;
+
+#[async_trait]
+impl Echo for EchoImpl {
+    async fn echo(&self, payload: Bytes) -> Result<Bytes, RpcError> {
+        Ok(payload)
+    }
+}
+
+/// Serves until `stop` fires; reports the bound address on `ready`.
+pub async fn serve(stop: oneshot::Receiver<()>, ready: mpsc::Sender<Result<SocketAddr, String>>) {
+    let config = ServerConfig::default()
+        .with_addr("127.0.0.1:0")
+        .with_dispatch(Dispatch::Direct);
+    match Server::builder()
+        .config(config)
+        .service(EchoServer::new(EchoImpl))
+        .start()
+        .await
+    {
+        Ok(server) => {
+            let _ = ready.send(Ok(server.local_addr()));
+            let _ = stop.await;
+            // Dropping the handle closes every connection at once.
+            drop(server);
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e.to_string()));
+        }
+    }
+}
+
+/// The brisk caller: one `Client` with `conns` fixed connections, shared by every task.
+#[derive(Clone)]
+pub struct BriskCaller(EchoClient);
+
+impl Caller for BriskCaller {
+    async fn call(&mut self, payload: Bytes) -> Result<Bytes, String> {
+        self.0.echo(payload).await.map_err(|e| e.to_string())
+    }
+}
+
+/// One client whose `conns` fixed connections are picked round-robin per call.
+pub async fn connect(addr: SocketAddr, conns: usize) -> Result<Vec<BriskCaller>, String> {
+    let client = Client::builder()
+        .addr(addr.to_string())
+        .connect_type(ConnectType::Fixed)
+        .connections(conns)
+        .write_mode(WriteMode::Async)
+        .serializer(SerializerKind::MsgPack)
+        .build()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(vec![BriskCaller(EchoClient::new(client))])
+}
