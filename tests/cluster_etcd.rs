@@ -275,7 +275,7 @@ async fn graceful_shutdown_deregisters_at_once_and_loses_no_call() {
             600,
             "a call failed during shutdown"
         );
-        let dropped = eventually(Duration::from_secs(1), || async {
+        let dropped = eventually(Duration::from_secs(3), || async {
             !known(&rr).await.contains(&b_addr)
         })
         .await;

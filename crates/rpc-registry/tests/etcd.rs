@@ -83,20 +83,14 @@ async fn register_discover_and_deregister_gracefully() {
     assert_eq!(*seen, vec![a.clone()]);
     assert_eq!(registry.list(None).await.unwrap().len(), 2);
 
-    // Graceful: gone at once, not after the TTL.
-    let start = Instant::now();
+    // Graceful: gone at once (revoked), not after the TTL.
     registration.deregister().await.unwrap();
+    assert!(registry.list(None).await.unwrap().is_empty());
     let gone = tokio::time::timeout(Duration::from_secs(5), discovery.changed())
         .await
         .unwrap()
         .unwrap();
     assert!(gone.is_empty());
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        start.elapsed()
-    );
-    assert!(registry.list(None).await.unwrap().is_empty());
 }
 
 #[tokio::test]
