@@ -51,7 +51,9 @@ pub fn parse_str<T: DeserializeOwned>(text: &str, format: ConfigFormat) -> Resul
     match format {
         ConfigFormat::Toml => {
             let de = toml::Deserializer::new(text);
-            serde_path_to_error::deserialize(de).map_err(|e| path_error(e.path(), e.inner()))
+            // toml's Display starts with a position banner; its message is the reason.
+            serde_path_to_error::deserialize(de)
+                .map_err(|e| path_error(e.path(), &e.inner().message()))
         }
         ConfigFormat::Yaml => {
             let de = serde_yaml::Deserializer::from_str(text);
