@@ -94,16 +94,15 @@ pub(crate) async fn serve_connection(
             break;
         }
         let can_read = in_flight.get() < max_in_flight;
+        // Hot branches first: while frames are buffered the loop takes the read
+        // branch without polling the waiters below (each poll of those takes a
+        // lock); they are polled when the read has to wait. A close is also
+        // noticed through one atomic load per iteration.
+        if close.is_closed() {
+            break;
+        }
         tokio::select! {
             biased;
-            _ = &mut closed => break,
-            _ = &mut forced => {
-                close.close("server shut down before this connection's calls finished");
-                break;
-            }
-            _ = &mut stop, if !stopping => stopping = true,
-            Some(()) = direct.next(), if !direct.is_empty() => {}
-            _ = in_flight.changed.notified(), if !can_read || stopping => {}
             next = reader.next(), if can_read => match next {
                 Ok(Some(frame)) => {
                     activity.bump();
@@ -121,7 +120,15 @@ pub(crate) async fn serve_connection(
                     close.close(e.to_string());
                     break;
                 }
+            },
+            Some(()) = direct.next(), if !direct.is_empty() => {}
+            _ = in_flight.changed.notified(), if !can_read || stopping => {}
+            _ = &mut closed => break,
+            _ = &mut forced => {
+                close.close("server shut down before this connection's calls finished");
+                break;
             }
+            _ = &mut stop, if !stopping => stopping = true,
         }
     }
     drop(direct);

@@ -8,13 +8,17 @@
 use std::sync::OnceLock;
 
 use rpc_core::RpcError;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::Notify;
 
 /// Shared "this connection is closed, and why".
+///
+/// `is_closed` is a single atomic load (the reason cell doubles as the flag): it
+/// is checked on every call, so it must not take a lock the way a
+/// `CancellationToken` does.
 #[derive(Debug, Default)]
 pub struct CloseSignal {
-    token: CancellationToken,
     reason: OnceLock<String>,
+    notify: Notify,
 }
 
 impl CloseSignal {
@@ -26,12 +30,12 @@ impl CloseSignal {
     /// Marks the connection closed with `reason` (the first reason is kept).
     pub fn close(&self, reason: impl Into<String>) {
         let _ = self.reason.set(reason.into());
-        self.token.cancel();
+        self.notify.notify_waiters();
     }
 
     /// True once closed.
     pub fn is_closed(&self) -> bool {
-        self.token.is_cancelled()
+        self.reason.get().is_some()
     }
 
     /// Why it closed ("open" while it is not).
@@ -41,7 +45,16 @@ impl CloseSignal {
 
     /// Completes when the connection is closed.
     pub async fn closed(&self) {
-        self.token.cancelled().await
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Register first, then check: a close in between still wakes us.
+            notified.as_mut().enable();
+            if self.is_closed() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// The error pending calls get: "connection to PEER closed: REASON".

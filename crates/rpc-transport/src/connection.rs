@@ -327,10 +327,16 @@ async fn read_loop(
     let closed = close.closed();
     tokio::pin!(closed);
     loop {
+        // The read comes first: while frames keep arriving, the close waiter is
+        // not polled at all (polling it takes a lock); it is checked with one
+        // atomic load instead, and polled only when the read has to wait.
+        if close.is_closed() {
+            break;
+        }
         let next = tokio::select! {
             biased;
-            _ = &mut closed => break,
             r = reader.next() => r,
+            _ = &mut closed => break,
         };
         match next {
             Ok(Some(frame)) => {
