@@ -11,6 +11,7 @@
 //! covers every attempt, resolved as per-call > per-method > default.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ struct Inner {
     method_timeouts: HashMap<String, HashMap<String, Duration>>,
     cluster: Arc<Cluster>,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    /// Encoded size of the last request plus headroom: the next body's buffer size.
+    encode_hint: AtomicUsize,
 }
 
 /// A client of one server or of a set of them (a static list or a registry).
@@ -78,8 +81,13 @@ impl Client {
         R: DeserializeOwned,
     {
         let serializer = options.serializer.unwrap_or(self.inner.config.serializer);
-        let mut body = BytesMut::new();
+        // Size the buffer from the previous call so that encoding does not grow it
+        // (each growth is a realloc and a copy of what was written so far).
+        let mut body = BytesMut::with_capacity(self.inner.encode_hint.load(Ordering::Relaxed));
         serializer.encode(args, &mut body)?;
+        self.inner
+            .encode_hint
+            .store(body.len() + body.len() / 8 + 16, Ordering::Relaxed);
         let mut req = RpcRequest::new(service, method, serializer, body.freeze());
         req.metadata = options.metadata.clone();
         req.timeout = Some(
@@ -168,7 +176,7 @@ impl Client {
             let result = {
                 let _in_flight = endpoint.begin();
                 self.attempt(
-                    &endpoint, this_try, &service, &method, write_mode, remaining,
+                    &endpoint, this_try, &service, &method, write_mode, deadline, remaining,
                 )
                 .await
             };
@@ -206,6 +214,7 @@ impl Client {
         service: &str,
         method: &str,
         write_mode: WriteMode,
+        deadline: Instant,
         remaining: Duration,
     ) -> Result<RpcResponse, RpcError> {
         let timeout_err = || RpcError::Timeout {
@@ -213,12 +222,16 @@ impl Client {
             method: method.to_string(),
             timeout: remaining,
         };
-        let lease = tokio::time::timeout(remaining, endpoint.connections().acquire())
-            .await
-            .map_err(|_| timeout_err())??;
+        // An open shared connection is taken without arming a timer.
+        let lease = match endpoint.connections().ready() {
+            Some(lease) => lease,
+            None => tokio::time::timeout_at(deadline, endpoint.connections().acquire())
+                .await
+                .map_err(|_| timeout_err())??,
+        };
         let pending = lease
             .connection()
-            .send(frame, write_mode, remaining)
+            .send_until(frame, write_mode, deadline, remaining)
             .await?;
         let hold_until_response =
             matches!(lease, Lease::Pooled(_)) && self.inner.config.pool_hold == PoolHold::Response;
@@ -430,6 +443,7 @@ impl ClientBuilder {
                 method_timeouts,
                 cluster,
                 interceptors: self.interceptors,
+                encode_hint: AtomicUsize::new(64),
             }),
         })
     }

@@ -156,8 +156,21 @@ impl Connection {
     /// go back to its pool as soon as the request is out.
     pub async fn send(
         self: &Arc<Self>,
+        frame: OutFrame,
+        mode: WriteMode,
+        timeout: Duration,
+    ) -> Result<PendingCall, RpcError> {
+        self.send_until(frame, mode, Instant::now() + timeout, timeout)
+            .await
+    }
+
+    /// [`send`](Self::send) with the deadline already computed (`timeout` is what
+    /// a timeout error reports).
+    pub async fn send_until(
+        self: &Arc<Self>,
         mut frame: OutFrame,
         mode: WriteMode,
+        deadline: Instant,
         timeout: Duration,
     ) -> Result<PendingCall, RpcError> {
         let size = frame.encoded_len();
@@ -170,7 +183,6 @@ impl Connection {
         if self.shared.close.is_closed() {
             return Err(self.shared.close.error(&self.shared.peer));
         }
-        let deadline = Instant::now() + timeout;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         frame.request_id = id;
         frame.timeout_ms = timeout.as_millis().min(u32::MAX as u128) as u32;

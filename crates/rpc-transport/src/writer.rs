@@ -19,8 +19,10 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use rpc_codec::OutFrame;
 use rpc_core::RpcError;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+
+use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::debug;
 
 use crate::{CloseSignal, TransportConfig};
@@ -42,10 +44,62 @@ impl Outbound {
     }
 }
 
+/// The bound of a writer's queue, kept beside an unbounded channel.
+///
+/// tokio's bounded channel takes a lock to hand each permit back; this keeps
+/// the same bound with one atomic add per frame and one subtraction per batch.
+/// Senders that find the queue full wait on `space`, which the writer signals
+/// after a drain whenever someone is waiting.
+#[derive(Debug)]
+struct Bound {
+    queued: AtomicUsize,
+    capacity: usize,
+    waiters: AtomicUsize,
+    space: Notify,
+}
+
+impl Bound {
+    /// Takes a slot if one is free now.
+    fn try_take(&self) -> bool {
+        if self.queued.fetch_add(1, Ordering::SeqCst) < self.capacity {
+            return true;
+        }
+        self.queued.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
+    /// Takes a slot, waiting for the writer to drain when the queue is full.
+    async fn take(&self) {
+        while !self.try_take() {
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            let notified = self.space.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Re-check after registering: a drain in between has notified us.
+            if self.queued.load(Ordering::SeqCst) >= self.capacity {
+                notified.await;
+            }
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Gives back `n` slots after a drain.
+    fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.queued.fetch_sub(n, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.space.notify_waiters();
+        }
+    }
+}
+
 /// Handle to a connection's writer task. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct FrameWriter {
-    tx: mpsc::Sender<Outbound>,
+    tx: mpsc::UnboundedSender<Outbound>,
+    bound: Arc<Bound>,
     close: Arc<CloseSignal>,
     peer: Arc<str>,
 }
@@ -77,10 +131,18 @@ impl FrameWriter {
     where
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (tx, rx) = mpsc::channel(config.write_queue_capacity);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let bound = Arc::new(Bound {
+            queued: AtomicUsize::new(0),
+            capacity: config.write_queue_capacity.max(1),
+            waiters: AtomicUsize::new(0),
+            space: Notify::new(),
+        });
         let task = WriterTask {
             io,
             rx,
+            bound: bound.clone(),
+            taken: 0,
             buf: BytesMut::with_capacity(8 * 1024),
             acks: Vec::new(),
             max_batch: config.max_batch_bytes,
@@ -90,29 +152,51 @@ impl FrameWriter {
             counters,
         };
         tokio::spawn(task.run());
-        FrameWriter { tx, close, peer }
+        FrameWriter {
+            tx,
+            bound,
+            close,
+            peer,
+        }
     }
 
     /// Queues a frame, waiting for room in the queue.
     pub async fn send(&self, item: Outbound) -> Result<(), RpcError> {
-        self.tx.send(item).await.map_err(|_| self.closed_error())
+        if self.tx.is_closed() {
+            return Err(self.closed_error());
+        }
+        self.bound.take().await;
+        self.push(item)
     }
 
     /// Queues a frame if there is room now (heartbeats, best-effort frames).
     pub fn try_send(&self, item: Outbound) -> Result<(), RpcError> {
-        self.tx.try_send(item).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => RpcError::Write {
+        if !self.bound.try_take() {
+            return Err(RpcError::Write {
                 peer: self.peer.to_string(),
                 reason: "write queue full".into(),
-            },
-            mpsc::error::TrySendError::Closed(_) => self.closed_error(),
-        })
+            });
+        }
+        self.push(item)
     }
 
     /// Queues a frame from a thread outside the runtime (worker pool threads),
     /// blocking while the queue is full.
     pub fn blocking_send(&self, item: Outbound) -> Result<(), RpcError> {
-        self.tx.blocking_send(item).map_err(|_| self.closed_error())
+        if !self.bound.try_take() {
+            if self.tx.is_closed() {
+                return Err(self.closed_error());
+            }
+            futures::executor::block_on(self.bound.take());
+        }
+        self.push(item)
+    }
+
+    fn push(&self, item: Outbound) -> Result<(), RpcError> {
+        self.tx.send(item).map_err(|_| {
+            self.bound.release(1);
+            self.closed_error()
+        })
     }
 
     /// The connection's close signal.
@@ -139,7 +223,10 @@ impl FrameWriter {
 
 struct WriterTask<W> {
     io: W,
-    rx: mpsc::Receiver<Outbound>,
+    rx: mpsc::UnboundedReceiver<Outbound>,
+    bound: Arc<Bound>,
+    /// Frames taken off the queue since the last release of their slots.
+    taken: usize,
     buf: BytesMut,
     acks: Vec<WriteAck>,
     max_batch: usize,
@@ -205,6 +292,8 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                     Err(_) => break,
                 }
             }
+            // The batch is encoded: its queue slots are free while we write.
+            self.bound.release(std::mem::take(&mut self.taken));
             if !self.buf.is_empty() {
                 if let Err(e) = self.io.write_all(&self.buf).await {
                     let reason = format!("write failed: {e}");
@@ -234,6 +323,7 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
     }
 
     fn push(&mut self, item: Outbound) {
+        self.taken += 1;
         match item.frame.encode(&mut self.buf, self.max_frame) {
             Ok(()) => {
                 if let Some(ack) = item.ack {

@@ -40,6 +40,12 @@ impl FixedConnections {
         self.slots[i].get().await
     }
 
+    /// The next connection in round-robin order if it is open now.
+    pub fn ready(&self) -> Option<Arc<Connection>> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        self.slots[i].current()
+    }
+
     /// Connections currently open.
     pub fn open_count(&self) -> usize {
         self.slots.iter().filter(|s| s.is_open()).count()

@@ -71,6 +71,16 @@ impl Connections {
         }
     }
 
+    /// A connection usable right now without waiting (an open shared one), if
+    /// any; `None` means "go through [`acquire`](Self::acquire)".
+    pub fn ready(&self) -> Option<Lease> {
+        match self {
+            Connections::Reused(r) => r.ready().map(Lease::Shared),
+            Connections::Pooled(_) => None,
+            Connections::Fixed(f) => f.ready().map(Lease::Shared),
+        }
+    }
+
     /// Open connections right now.
     pub fn open_count(&self) -> usize {
         match self {

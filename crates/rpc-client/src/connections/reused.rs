@@ -59,6 +59,11 @@ impl ReusedConnection {
         self.slot.0.get().await
     }
 
+    /// The shared connection if it is open now.
+    pub fn ready(&self) -> Option<Arc<Connection>> {
+        self.slot.0.current()
+    }
+
     /// 1 when the shared connection is open.
     pub fn open_count(&self) -> usize {
         usize::from(self.slot.0.is_open())
