@@ -12,8 +12,9 @@
 //! * the benchmark client spawns its own executable as a child process,
 //!   `current_exe() __serve <ServerArgs::to_argv()>`, whose `__serve` subcommand calls [`run`];
 //!   the child prints one `LISTENING <ip:port>` line on stdout ([`LISTENING_PREFIX`],
-//!   [`parse_listening_line`], [`wait_for_listening`]) and, with `--exit-on-stdin-eof`, dies
-//!   with its parent because its stdin pipe reaches EOF;
+//!   [`parse_listening_line`], [`wait_for_listening`]) — followed by `LISTENING_HTTP <ip:port>`
+//!   when `--http-addr` is set ([`LISTENING_HTTP_PREFIX`], [`wait_for_listening_all`]) — and,
+//!   with `--exit-on-stdin-eof`, dies with its parent because its stdin pipe reaches EOF;
 //! * tests and benches start it in-process with [`start`] (or [`serve_until`]).
 //!
 //! # Configuration
@@ -29,7 +30,9 @@
 //! # Output protocol (stdout)
 //!
 //! [`run`] prints the effective configuration ([`effective_config_text`]), then exactly one line
-//! `LISTENING <ip:port>` (flushed), and after a shutdown signal a short shutdown report. Logs
+//! `LISTENING <ip:port>` (flushed) — and, only when an HTTP/JSON listener is configured
+//! (`--http-addr` or `http_addr` in the config file), right after it one line
+//! `LISTENING_HTTP <ip:port>` — and after a shutdown signal a short shutdown report. Logs
 //! (tracing) belong on stderr. Writes to stdout after start-up ignore errors, so a parent that
 //! closes its end of the pipe does not crash the server.
 
@@ -52,6 +55,10 @@ use crate::store::{MessageStore, StoreConfig, StoreError};
 /// address, e.g. `LISTENING 127.0.0.1:40123`.
 pub const LISTENING_PREFIX: &str = "LISTENING ";
 
+/// When the server also serves HTTP/JSON, the line right after the `LISTENING` line is this
+/// prefix followed by the bound HTTP address, e.g. `LISTENING_HTTP 127.0.0.1:40124`.
+pub const LISTENING_HTTP_PREFIX: &str = "LISTENING_HTTP ";
+
 /// The hidden subcommand the benchmark client uses to run its own executable as the server:
 /// `current_exe() __serve <ServerArgs::to_argv()>`.
 pub const SERVE_SUBCOMMAND: &str = "__serve";
@@ -73,6 +80,11 @@ pub struct ServerArgs {
     /// Address to listen on, HOST:PORT; port 0 picks a free port [default: 127.0.0.1:9080]
     #[arg(long, value_name = "HOST:PORT")]
     pub addr: Option<String>,
+
+    /// Also serve the HTTP/JSON protocol (`POST /{service}/{method}`, `/health`, `/metrics`) on
+    /// this address, HOST:PORT; port 0 picks a free port [default: none]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub http_addr: Option<String>,
 
     /// Where handlers run: `direct` (on the connection's I/O task) or `pool` (on the bounded
     /// worker pool) [default: pool]
@@ -160,6 +172,7 @@ impl ServerArgs {
             }
         };
         push("addr", self.addr.clone());
+        push("http-addr", self.http_addr.clone());
         push("dispatch", self.dispatch.map(|d| d.name().to_owned()));
         push("queue", self.queue.map(|q| q.to_string()));
         push("core-threads", self.core_threads.map(|n| n.to_string()));
@@ -201,6 +214,9 @@ impl ServerArgs {
         };
         if let Some(addr) = &self.addr {
             config.addr = addr.clone();
+        }
+        if let Some(addr) = &self.http_addr {
+            config.http_addr = Some(addr.clone());
         }
         if let Some(dispatch) = self.dispatch {
             config.dispatch = dispatch;
@@ -345,6 +361,11 @@ impl StartedServer {
         self.handle.local_addr()
     }
 
+    /// The bound HTTP/JSON address, when an HTTP listener is configured.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.handle.http_addr()
+    }
+
     /// The effective server configuration.
     pub fn config(&self) -> &ServerConfig {
         self.handle.config()
@@ -432,6 +453,9 @@ pub fn effective_config_text(server: &StartedServer) -> String {
         format!("  data dir         {}", server.data_dir.display()),
     ];
     let mut text = lines.join("\n");
+    if let Some(http) = server.http_addr() {
+        text.push_str(&format!("\n  http/json        {http}"));
+    }
     if let Some(registration) = server.handle.registration() {
         let addr = registration
             .instances()
@@ -498,6 +522,9 @@ where
         &mut out,
         &format!("{LISTENING_PREFIX}{}", server.local_addr()),
     );
+    if let Some(http) = server.http_addr() {
+        say(&mut out, &format!("{LISTENING_HTTP_PREFIX}{http}"));
+    }
     let cause = shutdown.await;
     info!(%cause, "benchmark server shutting down");
     let stats = server.handle.stats();
@@ -671,6 +698,60 @@ pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
         .ok()
 }
 
+/// The address in a `LISTENING_HTTP <ip:port>` line, or `None` for any other line.
+pub fn parse_listening_http_line(line: &str) -> Option<SocketAddr> {
+    line.trim_end()
+        .strip_prefix(LISTENING_HTTP_PREFIX)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The addresses a server process announced on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListeningAddrs {
+    /// The binary protocol's address (the `LISTENING` line).
+    pub addr: SocketAddr,
+    /// The HTTP/JSON address (the `LISTENING_HTTP` line), when there was one.
+    pub http_addr: Option<SocketAddr>,
+}
+
+/// [`wait_for_listening`], and with `expect_http` also the `LISTENING_HTTP` line the server
+/// prints right after `LISTENING` when it serves HTTP (pass `true` when the child was started
+/// with `--http-addr`). Only the one line after `LISTENING` is examined: if it is not
+/// `LISTENING_HTTP` it goes to `on_line` and `http_addr` is `None`. Without `expect_http` this
+/// never reads past `LISTENING` (a server without HTTP prints nothing more until it stops).
+pub fn wait_for_listening_all(
+    reader: &mut impl BufRead,
+    expect_http: bool,
+    mut on_line: impl FnMut(&str),
+) -> Result<ListeningAddrs, BenchError> {
+    let addr = wait_for_listening(reader, &mut on_line)?;
+    if !expect_http {
+        return Ok(ListeningAddrs {
+            addr,
+            http_addr: None,
+        });
+    }
+    let mut line = String::new();
+    let n = reader
+        .read_line(&mut line)
+        .map_err(|source| BenchError::Io {
+            context: "reading the benchmark server's output".into(),
+            source,
+        })?;
+    if n == 0 {
+        return Err(BenchError::ChildExited {
+            last_output: vec![format!("{LISTENING_PREFIX}{addr}")],
+        });
+    }
+    let http_addr = parse_listening_http_line(&line);
+    if http_addr.is_none() {
+        on_line(line.trim_end());
+    }
+    Ok(ListeningAddrs { addr, http_addr })
+}
+
 /// Reads a server process's stdout until its `LISTENING` line and returns the address. Every
 /// other line is handed to `on_line` (e.g. to echo the effective configuration). Blocks; the
 /// caller should keep draining (or drop) the reader afterwards. If the output ends first (the
@@ -803,5 +884,71 @@ mod tests {
         let err =
             wait_for_listening(&mut std::io::Cursor::new(b"oops\n".to_vec()), |_| {}).unwrap_err();
         assert!(err.to_string().contains("oops"), "{err}");
+    }
+
+    #[test]
+    fn listening_http_lines() {
+        assert_eq!(
+            parse_listening_http_line("LISTENING_HTTP 127.0.0.1:9081\n"),
+            Some("127.0.0.1:9081".parse().unwrap())
+        );
+        // Neither parser takes the other's line.
+        assert_eq!(parse_listening_line("LISTENING_HTTP 127.0.0.1:9081"), None);
+        assert_eq!(parse_listening_http_line("LISTENING 127.0.0.1:9080"), None);
+
+        let text = b"cfg\nLISTENING 127.0.0.1:1\nLISTENING_HTTP 127.0.0.1:2\nlater\n";
+        let mut seen = Vec::new();
+        let got = wait_for_listening_all(&mut std::io::Cursor::new(text.to_vec()), true, |l| {
+            seen.push(l.to_owned())
+        })
+        .unwrap();
+        assert_eq!(got.addr, "127.0.0.1:1".parse().unwrap());
+        assert_eq!(got.http_addr, Some("127.0.0.1:2".parse().unwrap()));
+        assert_eq!(seen, ["cfg"]);
+
+        // Not expected: stops at LISTENING.
+        let mut reader = std::io::Cursor::new(text.to_vec());
+        let got = wait_for_listening_all(&mut reader, false, |_| {}).unwrap();
+        assert_eq!(got.http_addr, None);
+        let mut rest = String::new();
+        reader.read_line(&mut rest).unwrap();
+        assert_eq!(rest, "LISTENING_HTTP 127.0.0.1:2\n");
+
+        // Expected but another line follows: echoed, no HTTP address.
+        let mut seen = Vec::new();
+        let got = wait_for_listening_all(
+            &mut std::io::Cursor::new(b"LISTENING 127.0.0.1:1\nother\n".to_vec()),
+            true,
+            |l| seen.push(l.to_owned()),
+        )
+        .unwrap();
+        assert_eq!(got.http_addr, None);
+        assert_eq!(seen, ["other"]);
+    }
+
+    #[test]
+    fn http_addr_flag_round_trips_and_configures() {
+        let args = ServerArgs {
+            addr: Some("127.0.0.1:0".into()),
+            http_addr: Some("127.0.0.1:0".into()),
+            ..ServerArgs::default()
+        };
+        let argv = args.to_argv();
+        assert!(argv.windows(2).any(|w| w == ["--http-addr", "127.0.0.1:0"]));
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ServerArgs,
+        }
+        let parsed =
+            <Cli as clap::Parser>::try_parse_from(std::iter::once("x".to_owned()).chain(argv))
+                .unwrap();
+        assert_eq!(parsed.args, args);
+        let config = args.server_config().unwrap();
+        assert_eq!(config.http_addr.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(
+            ServerArgs::default().server_config().unwrap().http_addr,
+            None
+        );
     }
 }

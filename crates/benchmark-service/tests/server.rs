@@ -246,6 +246,7 @@ fn to_argv_round_trips_through_clap() {
 
     let full = ServerArgs {
         addr: Some("0.0.0.0:9081".into()),
+        http_addr: Some("0.0.0.0:9082".into()),
         dispatch: Some(Dispatch::Direct),
         queue: Some(QueueKind::Blocking),
         core_threads: Some(20),

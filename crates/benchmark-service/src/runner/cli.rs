@@ -58,7 +58,8 @@ Presets (flags given beside a preset override it; results go to bench-results/<p
   queue          nth async, pool dispatch, blocking/transfer queue × c 1,20,50,100 (seed 004)
   write-mode     nth async, sync/async write × c 1,20,50,100 (seed 004)
   payload-sweep  echo 1k,2k,5k,10k,50k,100k at c = cores, server CPU % and MB/s (seed 002)
-  keepalive      nth, a new connection per call vs persistent, c = 10 (seed 001)
+  keepalive      nth, a new connection per call vs persistent, c = 10; then ab, ab -k and wrk
+                 against the server's HTTP/JSON listener when installed (seed 001)
 
 Without --addr the client starts the benchmark server itself (a child process running
 this executable's hidden `__serve` subcommand), one per --dispatch × --queue value.
@@ -250,6 +251,7 @@ impl ClientArgs {
             dubbo_report: self.report.map(|r| r == ReportKind::Dubbo),
             compare_by: self.compare_by.clone(),
             x_by: self.x_by.clone(),
+            http_load: None,
         }
     }
 
@@ -367,6 +369,10 @@ pub fn main(args: ClientArgs) -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     print!("{}", summary_table(&outcome.scenes));
+    if let Some(table) = super::http_load::seed001_table(&outcome.scenes) {
+        println!("\n===== binary vs HTTP/JSON (seed 001's columns; times in ms) =====");
+        print!("{table}");
+    }
     let errors = outcome.total_errors();
     if errors > 0 {
         println!("failed calls: {errors}");

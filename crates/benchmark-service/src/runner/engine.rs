@@ -401,7 +401,13 @@ async fn run_rounds(
     if plan.warmup > 0 {
         run_round(ctx, plan.warmup).await?;
     }
-    let mut best: Option<(RoundStats, Option<f64>, BTreeMap<String, u64>)> = None;
+    type Kept = (
+        RoundStats,
+        Option<f64>,
+        BTreeMap<String, u64>,
+        Vec<(String, f64)>,
+    );
+    let mut best: Option<Kept> = None;
     for round in 1..=plan.rounds {
         if round > 1 && !plan.pause.is_zero() {
             tokio::time::sleep(plan.pause).await;
@@ -421,6 +427,11 @@ async fn run_rounds(
         let cpu_after = server_pid.and_then(process_cpu_seconds);
         drop(ticker);
         let stats = RoundStats::from_recorder(&rec, runtime);
+        let percentages = if plan.http_load {
+            super::http_load::recorder_percentages(&rec)
+        } else {
+            Vec::new()
+        };
         let cpu_pct = match (cpu_before, cpu_after) {
             // /proc counts CPU time in clock ticks (10 ms): shorter rounds give noise.
             (Some(a), Some(b)) if runtime >= MIN_CPU_SAMPLE => {
@@ -439,12 +450,12 @@ async fn run_rounds(
         }
         let keep = best
             .as_ref()
-            .is_none_or(|(b, _, _)| stats.runtime_ms < b.runtime_ms);
+            .is_none_or(|(b, _, _, _)| stats.runtime_ms < b.runtime_ms);
         if keep {
-            best = Some((stats, cpu_pct, ctx.tally.snapshot()));
+            best = Some((stats, cpu_pct, ctx.tally.snapshot(), percentages));
         }
     }
-    let Some((stats, cpu_pct, errors)) = best else {
+    let Some((stats, cpu_pct, errors, percentages)) = best else {
         return Err(RunError::Scene("no round ran".into()));
     };
 
@@ -468,6 +479,7 @@ async fn run_rounds(
     if let Some(p) = cpu_pct {
         result.extra.insert("server_cpu_pct".into(), round3(p));
     }
+    result.extra.extend(percentages);
     if scene.scenario == Scenario::Echo && stats.runtime_ms > 0.0 {
         // Application payload both ways over the runtime (like the Dubbo report), in MB/s.
         let mb = scene.payload as f64 * 2.0 * stats.succeeded as f64 / 1e6;

@@ -11,11 +11,13 @@
 //! - [`target`] — where the server comes from (remote, spawned child, in-process);
 //! - [`engine`] — one scene: client, warm-up, rounds, sync/async callers, statistics;
 //! - [`cli`] — the command line (clap) and the `__serve` entry of the spawned server;
+//! - [`http_load`] — `ab` / `wrk` against the server's HTTP/JSON listener (seed 001);
 //! - this module — [`run`] (all scenes, one server per dispatch × queue), the summary
 //!   table and the result files.
 
 pub mod cli;
 pub mod engine;
+pub mod http_load;
 pub mod plan;
 pub mod target;
 
@@ -88,10 +90,19 @@ impl RunOutcome {
 /// remote server is checked once and runs the scenes of the first choice only (its
 /// dispatch and queue are not ours to change).
 ///
+/// With [`Plan::http_load`] the started servers also listen for HTTP/JSON, and after each
+/// server's scenes [`http_load::run_tools`] runs `ab` / `wrk` against it (those installed); their
+/// results are appended as scenes with connect type `http`.
+///
 /// An unreachable server is an error ([`RunError::Connect`]); a scene whose client cannot
 /// be built later is reported in [`RunOutcome::failed`] and the run goes on.
 pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
     let plan = &options.plan;
+    let source = if plan.http_load {
+        options.server.with_http_listener()
+    } else {
+        options.server.clone()
+    };
     let scenes = plan.scenes();
     let mut servers = plan.servers();
     if !options.server.is_managed() {
@@ -103,7 +114,7 @@ pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
     };
     let mut outcome = RunOutcome::default();
     for choice in servers {
-        let server = RunningServer::start(&options.server, choice).await?;
+        let server = RunningServer::start(&source, choice).await?;
         if options.verbose {
             let mut what = format!("server {} ({} dispatch", server.addr(), choice.dispatch);
             if let Some(q) = choice.queue {
@@ -125,6 +136,29 @@ pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
                     eprintln!("{}: {e}", scene.label());
                     outcome.failed.push((scene.label(), e.to_string()));
                 }
+            }
+        }
+        if plan.http_load {
+            match server.http_addr() {
+                Some(http) => {
+                    let http = http.to_owned();
+                    let labels = http_load::ServerLabels {
+                        dispatch: choice.dispatch.name().to_owned(),
+                        queue: choice.queue_name(),
+                    };
+                    let verbose = options.verbose;
+                    let tools = tokio::task::spawn_blocking(move || {
+                        http_load::run_tools(&http, &labels, verbose)
+                    })
+                    .await;
+                    match tools {
+                        Ok(scenes) => outcome.scenes.extend(scenes),
+                        Err(e) => eprintln!("ab/wrk runs failed: {e}"),
+                    }
+                }
+                None => println!(
+                    "the server has no known HTTP/JSON address (a remote server) — ab/wrk skipped"
+                ),
             }
         }
         server.stop().await;

@@ -245,6 +245,9 @@ pub struct Settings {
     pub compare_by: Option<String>,
     /// X axis of the charts.
     pub x_by: Option<String>,
+    /// Also load the server's HTTP/JSON listener with `ab` and `wrk` when they are installed
+    /// (see [`http_load`](super::http_load)).
+    pub http_load: Option<bool>,
 }
 
 macro_rules! or_fields {
@@ -265,7 +268,8 @@ impl Settings {
         }
         or_fields!(hi, lo; scenarios, concurrency, requests, requests_by_scenario, call_modes,
             connect_types, connections, write_modes, serializers, payloads, dispatches, queues,
-            warmup, rounds, pause, max_in_flight, timeout, dubbo_report, compare_by, x_by)
+            warmup, rounds, pause, max_in_flight, timeout, dubbo_report, compare_by, x_by,
+            http_load)
     }
 
     /// Fills unset fields with the built-in defaults and checks the values.
@@ -307,6 +311,7 @@ impl Settings {
             dubbo_report: self.dubbo_report.unwrap_or(false),
             compare_by: self.compare_by,
             x_by: self.x_by,
+            http_load: self.http_load.unwrap_or(false),
         };
         plan.validate()?;
         Ok(plan)
@@ -356,6 +361,9 @@ pub struct Plan {
     pub compare_by: Option<String>,
     /// Chart x axis (auto when `None`).
     pub x_by: Option<String>,
+    /// After each server's scenes, load its HTTP/JSON listener with `ab` and `wrk` (when
+    /// installed) and record seed 001's percentile table for every scene.
+    pub http_load: bool,
 }
 
 /// The server side of a scene group: one server per (dispatch, queue).
@@ -621,7 +629,8 @@ pub enum Preset {
     WriteMode,
     /// Seed 002: echo 1k…100k at c = cores, with server CPU % and MB/s.
     PayloadSweep,
-    /// Seed 001: nth with a new connection per call vs persistent connections, c = 10.
+    /// Seed 001: nth with a new connection per call vs persistent connections, c = 10; then
+    /// `ab`, `ab -k` and `wrk` against the server's HTTP/JSON listener when installed.
     Keepalive,
     /// Every scenario with tiny counts: an end-to-end check in seconds.
     Smoke,
@@ -765,6 +774,8 @@ impl Preset {
                 // port range together with their TIME_WAIT sockets.
                 requests: Some(vec![5_000]),
                 warmup: Some(200),
+                // Then `ab`, `ab -k` and `wrk` against the same server's HTTP/JSON listener.
+                http_load: Some(true),
                 ..base
             },
             Preset::Smoke => Settings {

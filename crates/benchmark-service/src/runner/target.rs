@@ -5,7 +5,8 @@
 //!
 //! The child is `<program> __serve <ServerArgs::to_argv()>` with
 //! `--addr 127.0.0.1:0 --exit-on-stdin-eof` and a piped stdin: the runner reads its
-//! `LISTENING <ip:port>` line (bounded wait), and stops it by closing stdin, then
+//! `LISTENING <ip:port>` line (and, when the base args set `--http-addr`, the
+//! `LISTENING_HTTP <ip:port>` line after it; bounded wait), and stops it by closing stdin, then
 //! killing it after a grace period. Dropping a [`RunningServer`] without
 //! [`RunningServer::stop`] still kills the child, so an error path never leaves a
 //! server behind.
@@ -17,7 +18,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::server::{self, ServerArgs, StartedServer, SERVE_SUBCOMMAND};
+use crate::server::{self, ListeningAddrs, ServerArgs, StartedServer, SERVE_SUBCOMMAND};
 
 use super::plan::ServerChoice;
 use super::RunError;
@@ -60,9 +61,24 @@ impl ServerSource {
     pub fn is_managed(&self) -> bool {
         !matches!(self, ServerSource::Remote(_))
     }
+
+    /// The same source, with the started servers also serving HTTP/JSON on a free loopback
+    /// port (unless the base args already name an HTTP address). A remote server is unchanged.
+    pub fn with_http_listener(&self) -> Self {
+        let mut source = self.clone();
+        match &mut source {
+            ServerSource::Remote(_) => {}
+            ServerSource::Spawn { base, .. } | ServerSource::InProcess { base } => {
+                base.http_addr
+                    .get_or_insert_with(|| "127.0.0.1:0".to_owned());
+            }
+        }
+        source
+    }
 }
 
-/// The server args for one dispatch × queue choice on a free loopback port.
+/// The server args for one dispatch × queue choice on a free loopback port (an HTTP address in
+/// `base` is kept).
 pub fn server_args(base: &ServerArgs, choice: ServerChoice) -> ServerArgs {
     let mut args = base.clone();
     args.addr = Some("127.0.0.1:0".to_owned());
@@ -81,9 +97,10 @@ struct ChildServer {
 }
 
 impl ChildServer {
-    fn spawn(program: &PathBuf, args: &ServerArgs) -> Result<(Self, String), RunError> {
+    fn spawn(program: &PathBuf, args: &ServerArgs) -> Result<(Self, ListeningAddrs), RunError> {
         let mut args = args.clone();
         args.exit_on_stdin_eof = true;
+        let expect_http = args.http_addr.is_some();
         let argv = args.to_argv();
         let mut child = Command::new(program)
             .arg(SERVE_SUBCOMMAND)
@@ -112,7 +129,7 @@ impl ChildServer {
             .name("brisk-bench-server-out".into())
             .spawn(move || {
                 let mut reader = BufReader::new(stdout);
-                let result = server::wait_for_listening(&mut reader, |line| {
+                let result = server::wait_for_listening_all(&mut reader, expect_http, |line| {
                     println!("  [server] {line}");
                 });
                 let ok = result.is_ok();
@@ -141,7 +158,7 @@ impl ChildServer {
             reader: Some(reader),
         };
         match rx.recv_timeout(LISTEN_TIMEOUT) {
-            Ok(Ok(addr)) => Ok((server, addr.to_string())),
+            Ok(Ok(addrs)) => Ok((server, addrs)),
             Ok(Err(msg)) => {
                 let status = server.kill_and_wait();
                 Err(RunError::Server(format!("{msg} (exit status: {status})")))
@@ -218,6 +235,7 @@ enum Inner {
 /// A server the scenes of one dispatch × queue choice run against.
 pub struct RunningServer {
     addr: String,
+    http_addr: Option<String>,
     pid: Option<u32>,
     inner: Inner,
 }
@@ -226,6 +244,7 @@ impl std::fmt::Debug for RunningServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningServer")
             .field("addr", &self.addr)
+            .field("http_addr", &self.http_addr)
             .field("pid", &self.pid)
             .finish_non_exhaustive()
     }
@@ -237,20 +256,22 @@ impl RunningServer {
         match source {
             ServerSource::Remote(addr) => Ok(RunningServer {
                 addr: addr.clone(),
+                http_addr: None,
                 pid: None,
                 inner: Inner::Remote,
             }),
             ServerSource::Spawn { program, base } => {
                 let args = server_args(base, choice);
                 let program = program.clone();
-                let (child, addr) =
+                let (child, addrs) =
                     tokio::task::spawn_blocking(move || ChildServer::spawn(&program, &args))
                         .await
                         .map_err(|e| {
                             RunError::Server(format!("server start task failed: {e}"))
                         })??;
                 Ok(RunningServer {
-                    addr,
+                    addr: addrs.addr.to_string(),
+                    http_addr: addrs.http_addr.map(|a| a.to_string()),
                     pid: Some(child.pid()),
                     inner: Inner::Child(child),
                 })
@@ -262,6 +283,7 @@ impl RunningServer {
                 })?;
                 Ok(RunningServer {
                     addr: started.local_addr().to_string(),
+                    http_addr: started.http_addr().map(|a| a.to_string()),
                     pid: None,
                     inner: Inner::InProcess(Box::new(started)),
                 })
@@ -272,6 +294,12 @@ impl RunningServer {
     /// The address clients connect to.
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// The HTTP/JSON address of a server the runner started with an HTTP listener
+    /// ([`ServerSource::with_http_listener`]); `None` otherwise (and for a remote server).
+    pub fn http_addr(&self) -> Option<&str> {
+        self.http_addr.as_deref()
     }
 
     /// The server's process id when it is a child process (for its CPU time).
