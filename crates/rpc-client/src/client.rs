@@ -175,10 +175,8 @@ impl Client {
             let endpoint = self.inner.cluster.choose(&service, hash_key, &failed)?;
             let result = {
                 let _in_flight = endpoint.begin();
-                self.attempt(
-                    &endpoint, this_try, &service, &method, write_mode, deadline, remaining,
-                )
-                .await
+                self.attempt(&endpoint, this_try, write_mode, deadline, remaining)
+                    .await
             };
             match &result {
                 Ok(_) => endpoint.mark_up(),
@@ -211,12 +209,13 @@ impl Client {
         &self,
         endpoint: &ServerEndpoint,
         frame: OutFrame,
-        service: &str,
-        method: &str,
         write_mode: WriteMode,
         deadline: Instant,
         remaining: Duration,
     ) -> Result<RpcResponse, RpcError> {
+        // Cheap: the names are `Cow::Borrowed` for typed clients.
+        let (service, method) = (frame.service.clone(), frame.method.clone());
+        let (service, method) = (&*service, &*method);
         let timeout_err = || RpcError::Timeout {
             service: service.to_string(),
             method: method.to_string(),

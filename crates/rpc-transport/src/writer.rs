@@ -143,6 +143,8 @@ impl FrameWriter {
             rx,
             bound: bound.clone(),
             taken: 0,
+            single_streak: 0,
+            batches: 0,
             buf: BytesMut::with_capacity(8 * 1024),
             acks: Vec::new(),
             max_batch: config.max_batch_bytes,
@@ -227,6 +229,10 @@ struct WriterTask<W> {
     bound: Arc<Bound>,
     /// Frames taken off the queue since the last release of their slots.
     taken: usize,
+    /// Yields in a row after which the batch still held a single frame.
+    single_streak: u32,
+    /// Batches written, for the periodic coalescing probe.
+    batches: u32,
     buf: BytesMut,
     acks: Vec<WriteAck>,
     max_batch: usize,
@@ -283,7 +289,12 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             // yield lets every runnable caller enqueue first, so the drain below
             // finds a batch instead of a single frame (measured: ~1 write per call
             // without it). With a single caller it costs one scheduler pass.
-            if self.rx.is_empty() {
+            // With a single caller there is nothing to wait for: after 8 yields in
+            // a row that gathered nothing, the yield is skipped, except on every
+            // 8th batch, which probes whether callers have become concurrent.
+            self.batches = self.batches.wrapping_add(1);
+            let yielded = self.rx.is_empty() && (self.single_streak < 8 || self.batches % 8 == 0);
+            if yielded {
                 tokio::task::yield_now().await;
             }
             while self.buf.len() < self.max_batch {
@@ -293,7 +304,13 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                 }
             }
             // The batch is encoded: its queue slots are free while we write.
-            self.bound.release(std::mem::take(&mut self.taken));
+            let frames = std::mem::take(&mut self.taken);
+            if frames > 1 {
+                self.single_streak = 0;
+            } else if yielded {
+                self.single_streak = self.single_streak.saturating_add(1);
+            }
+            self.bound.release(frames);
             if !self.buf.is_empty() {
                 if let Err(e) = self.io.write_all(&self.buf).await {
                     let reason = format!("write failed: {e}");
