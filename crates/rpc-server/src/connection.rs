@@ -19,7 +19,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::panic::AssertUnwindSafe;
+use std::task::Poll;
+
 use futures::stream::{FuturesUnordered, StreamExt};
+use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame};
 use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
@@ -27,8 +31,10 @@ use rpc_transport::{CloseSignal, FrameReader, FrameWriter, Outbound};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
 
-use crate::dispatch::{answer_frame, execute, InFlight, InFlightPermit, PoolJob, Reply, ServerCtx};
-use crate::router::Route;
+use crate::dispatch::{
+    answer_frame, finish_call, start_call, InFlight, InFlightPermit, PoolJob, Reply, ServerCtx,
+};
+use crate::router::RouteEntry;
 
 /// Decrements the open-connection gauge however the task ends.
 struct OpenGuard(Arc<ServerCtx>);
@@ -107,8 +113,17 @@ pub(crate) async fn serve_connection(
                 Ok(Some(frame)) => {
                     activity.bump();
                     let conn = Conn { ctx: &ctx, writer: &writer, peer: peer_addr, stopping };
-                    if let Some(call) = conn.on_frame(frame, &in_flight).await {
-                        direct.push(call.run(&ctx, &writer));
+                    if let Some((call, req)) = conn.on_frame(frame, &in_flight).await {
+                        // Poll the handler once right here: most finish at once
+                        // (no I/O), and then need no slot in `direct` at all.
+                        let mut running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
+                        match futures::poll!(&mut running) {
+                            Poll::Ready(outcome) => call.answer(&ctx, &writer, outcome).await,
+                            Poll::Pending => direct.push(async {
+                                let outcome = running.await;
+                                call.answer(&ctx, &writer, outcome).await
+                            }),
+                        }
                     }
                 }
                 Ok(None) => {
@@ -143,19 +158,25 @@ pub(crate) async fn serve_connection(
     debug!(%peer, reason = close.reason(), "connection closed");
 }
 
-/// A call to run on the connection task (direct dispatch).
-struct DirectCall {
-    route: Route,
-    req: RpcRequest,
+/// A call run on the connection task (direct dispatch), minus its request.
+struct DirectCall<'a> {
+    route: &'a RouteEntry,
     id: u64,
+    serializer: u8,
+    started: Instant,
     permit: InFlightPermit,
 }
 
-impl DirectCall {
-    async fn run(self, ctx: &ServerCtx, writer: &FrameWriter) {
-        let serializer = self.req.serializer.id();
-        let result = execute(ctx, &self.route, self.req).await;
-        let frame = answer_frame(self.id, serializer, result);
+impl DirectCall<'_> {
+    /// Sends the answer for the call's outcome and frees its in-flight slot.
+    async fn answer(
+        self,
+        ctx: &ServerCtx,
+        writer: &FrameWriter,
+        outcome: std::thread::Result<Result<bytes::Bytes, RpcError>>,
+    ) {
+        let result = finish_call(ctx, self.route, self.started, outcome);
+        let frame = answer_frame(self.id, self.serializer, result);
         let _ = writer.send(Outbound::frame(frame)).await;
         drop(self.permit);
     }
@@ -168,7 +189,7 @@ struct Conn<'a> {
     stopping: bool,
 }
 
-impl Conn<'_> {
+impl<'a> Conn<'a> {
     async fn reply(&self, frame: OutFrame) {
         let _ = self.writer.send(Outbound::frame(frame)).await;
     }
@@ -179,7 +200,11 @@ impl Conn<'_> {
     }
 
     /// Handles one frame; returns a call for the caller to run when dispatch is direct.
-    async fn on_frame(&self, frame: Frame, in_flight: &Arc<InFlight>) -> Option<DirectCall> {
+    async fn on_frame(
+        &self,
+        frame: Frame,
+        in_flight: &Arc<InFlight>,
+    ) -> Option<(DirectCall<'a>, RpcRequest)> {
         let id = frame.header.request_id;
         match frame.header.kind {
             FrameKind::Request => {}
@@ -211,10 +236,10 @@ impl Conn<'_> {
             self.reply_error(id, raw_ser, RpcError::ShuttingDown).await;
             return None;
         }
-        let route = match self
-            .ctx
+        let ctx: &'a ServerCtx = self.ctx;
+        let route = match ctx
             .router
-            .route(frame.meta.service(), frame.meta.method())
+            .route_ref(frame.meta.service(), frame.meta.method())
         {
             Ok(r) => r,
             Err(e) => {
@@ -237,7 +262,7 @@ impl Conn<'_> {
             (Dispatch::Pool, Some(pool)) => {
                 let job = PoolJob {
                     ctx: self.ctx.clone(),
-                    route,
+                    route: route.clone(),
                     req,
                     received,
                     reply: Reply::Frame {
@@ -251,12 +276,16 @@ impl Conn<'_> {
                 }
                 None
             }
-            _ => Some(DirectCall {
-                route,
+            _ => Some((
+                DirectCall {
+                    route,
+                    id,
+                    serializer: raw_ser,
+                    started: received,
+                    permit,
+                },
                 req,
-                id,
-                permit,
-            }),
+            )),
         }
     }
 }

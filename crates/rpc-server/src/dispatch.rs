@@ -7,7 +7,9 @@
 //! `Timeout` without running: the caller has given up, running it would only
 //! waste a worker.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::pool::WorkerPool;
-use crate::router::{Route, Router};
+use crate::router::{Route, RouteEntry, Router};
 use crate::stats::ServerStats;
 use crate::ServerConfig;
 
@@ -59,27 +61,39 @@ impl Endpoint for HandlerEndpoint<'_> {
     }
 }
 
-/// Runs `req` through the interceptors and the handler, whatever the protocol.
-///
-/// A panic becomes a `Handler` error, an answer over `max_frame_size` becomes a
-/// `FrameTooLarge` error, and the outcome is recorded in the method's metrics.
-pub(crate) async fn execute(
-    ctx: &ServerCtx,
-    route: &Route,
+/// A call in progress: the handler's (or the interceptor chain's) future.
+pub(crate) type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Bytes, RpcError>> + Send + 'a>>;
+
+/// Starts `req` through the interceptors and the handler. Without interceptors
+/// this is the handler's own future, with no extra allocation.
+pub(crate) fn start_call<'a>(
+    ctx: &'a ServerCtx,
+    route: &'a RouteEntry,
     req: RpcRequest,
-) -> Result<Bytes, RpcError> {
-    let started = Instant::now();
-    let call = async {
-        if ctx.interceptors.is_empty() {
-            route.handler.call(req).await
-        } else {
+) -> CallFuture<'a> {
+    if ctx.interceptors.is_empty() {
+        route.handler.call(req)
+    } else {
+        Box::pin(async move {
             Next::new(&ctx.interceptors, &HandlerEndpoint(&*route.handler))
                 .run(req)
                 .await
                 .map(|r| r.body)
-        }
-    };
-    let result = match AssertUnwindSafe(call).catch_unwind().await {
+        })
+    }
+}
+
+/// Turns a call's outcome into its answer: a panic becomes a `Handler` error,
+/// an answer over `max_frame_size` a `FrameTooLarge` error (it would otherwise
+/// be dropped by the writer and leave the caller waiting for its timeout), and
+/// the outcome is recorded in the method's metrics.
+pub(crate) fn finish_call(
+    ctx: &ServerCtx,
+    route: &RouteEntry,
+    started: Instant,
+    outcome: std::thread::Result<Result<Bytes, RpcError>>,
+) -> Result<Bytes, RpcError> {
+    let result = match outcome {
         Ok(r) => r,
         Err(panic) => Err(RpcError::Handler(format!(
             "handler {}.{} panicked: {}",
@@ -88,8 +102,6 @@ pub(crate) async fn execute(
             panic_message(&panic)
         ))),
     };
-    // An answer too large to send would be dropped by the writer and leave the
-    // caller waiting for its timeout: answer with the size error instead.
     let max = ctx.config.transport.max_frame_size;
     let result = result.and_then(|body| {
         let size = rpc_codec::HEADER_LEN + body.len();
@@ -107,6 +119,20 @@ pub(crate) async fn execute(
         ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
     }
     result
+}
+
+/// Runs `req` to completion, whatever the protocol: [`start_call`] then
+/// [`finish_call`], with panics contained.
+pub(crate) async fn execute(
+    ctx: &ServerCtx,
+    route: &RouteEntry,
+    req: RpcRequest,
+) -> Result<Bytes, RpcError> {
+    let started = Instant::now();
+    let outcome = AssertUnwindSafe(start_call(ctx, route, req))
+        .catch_unwind()
+        .await;
+    finish_call(ctx, route, started, outcome)
 }
 
 /// The binary protocol's answer frame for a call's outcome.

@@ -55,8 +55,13 @@ impl Router {
         self.services.insert(service, routes);
     }
 
-    /// Resolves `service`/`method`.
+    /// Resolves `service`/`method` to a shared route.
     pub fn route(&self, service: &str, method: &str) -> Result<Route, RpcError> {
+        self.route_ref(service, method).cloned()
+    }
+
+    /// Resolves `service`/`method`, borrowing the route from the router.
+    pub fn route_ref(&self, service: &str, method: &str) -> Result<&Route, RpcError> {
         let routes = self
             .services
             .get(service)
@@ -64,7 +69,6 @@ impl Router {
         routes
             .iter()
             .find(|r| r.method == method)
-            .cloned()
             .ok_or_else(|| RpcError::UnknownMethod {
                 service: service.to_owned(),
                 method: method.to_owned(),
