@@ -13,4 +13,6 @@ pub mod server;
 pub mod service;
 pub mod store;
 
-pub use service::{BenchmarkService, BenchmarkServiceClient, BenchmarkServiceImpl, BenchmarkServiceServer};
+pub use service::{
+    BenchmarkService, BenchmarkServiceClient, BenchmarkServiceImpl, BenchmarkServiceServer,
+};
