@@ -55,9 +55,16 @@ pub use rpc_transport as transport;
 
 pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, PoolHold};
 pub use rpc_core::{
-    ConnectType, Dispatch, Endpoint, Interceptor, Metadata, Next, RpcError, RpcRequest,
-    RpcResponse, SerializerKind, ServiceHandler, WriteMode,
+    BearerToken, ConnectType, Dispatch, Endpoint, Interceptor, Metadata, Next, RpcError,
+    RpcRequest, RpcResponse, SerializerKind, ServiceHandler, TokenAuth, WriteMode,
 };
+/// TLS config types (`brisk::tls::TlsServerConfig`, `TlsClientConfig`) and the
+/// rustls crate they build on (`brisk::tls::rustls`). Feature `tls`.
+#[cfg(feature = "tls")]
+pub mod tls {
+    pub use rpc_transport::tls::{TlsAcceptor, TlsClientConfig, TlsConnector, TlsServerConfig};
+    pub use rustls;
+}
 pub use rpc_server::{
     PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig, ServerHandle, WorkerPool,
 };

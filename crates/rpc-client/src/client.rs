@@ -55,6 +55,8 @@ pub struct ClientBuilder {
     config: ClientConfig,
     interceptors: Vec<Arc<dyn Interceptor>>,
     registry: Option<Arc<dyn Registry>>,
+    #[cfg(feature = "tls")]
+    tls: Option<(rustls::ClientConfig, String)>,
 }
 
 impl Client {
@@ -64,6 +66,8 @@ impl Client {
             config: ClientConfig::default(),
             interceptors: Vec::new(),
             registry: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -109,7 +113,7 @@ impl Client {
                 .run(req)
                 .await?
         };
-        serializer.decode(&response.body)
+        serializer.decode_bytes(&response.body)
     }
 
     /// Sends an already serialized request through the interceptors and the
@@ -297,6 +301,15 @@ impl Endpoint for TransportEndpoint<'_> {
 }
 
 impl ClientBuilder {
+    /// Connects with TLS using a ready rustls config; `server_name` is the name
+    /// the server certificate must be valid for (beats the config's `tls`
+    /// section). Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: rustls::ClientConfig, server_name: impl Into<String>) -> Self {
+        self.tls = Some((config, server_name.into()));
+        self
+    }
+
     /// Replaces the whole configuration.
     pub fn config(mut self, config: ClientConfig) -> Self {
         self.config = config;
@@ -412,8 +425,17 @@ impl ClientBuilder {
     /// timeout) and sets up their connections (connecting now unless
     /// `lazy_connect`: when no server can be reached that is an error here, not
     /// at the first call; unreachable ones among reachable ones are marked down).
-    pub async fn build(self) -> Result<Client, RpcError> {
+    pub async fn build(#[allow(unused_mut)] mut self) -> Result<Client, RpcError> {
         self.config.validate()?;
+        #[cfg(feature = "tls")]
+        {
+            use rpc_transport::tls::TlsConnector;
+            if let Some((config, server_name)) = self.tls.take() {
+                self.config.transport.tls = Some(TlsConnector::from_config(config, &server_name)?);
+            } else if let (None, Some(files)) = (&self.config.transport.tls, &self.config.tls) {
+                self.config.transport.tls = Some(TlsConnector::load(files)?);
+            }
+        }
         let mut method_timeouts: HashMap<String, HashMap<String, Duration>> = HashMap::new();
         for (key, ms) in &self.config.method_timeouts {
             if let Some((service, method)) = key.split_once('.') {

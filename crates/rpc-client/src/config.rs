@@ -188,6 +188,11 @@ pub struct ClientConfig {
     pub max_try_count: u32,
     /// Socket-level settings.
     pub transport: TransportConfig,
+    /// Connect with TLS, trusting the CAs in `ca_path` and expecting
+    /// `server_name` in the server certificate (feature `tls`;
+    /// `ClientBuilder::tls` takes a ready rustls config instead).
+    #[cfg(feature = "tls")]
+    pub tls: Option<rpc_transport::tls::TlsClientConfig>,
 }
 
 impl Default for ClientConfig {
@@ -212,6 +217,8 @@ impl Default for ClientConfig {
             method_timeouts: HashMap::new(),
             max_try_count: 2,
             transport: TransportConfig::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }

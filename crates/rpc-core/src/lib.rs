@@ -11,6 +11,7 @@
 //! It must not know about sockets, tasks or thread pools: those belong to
 //! `rpc-transport`, `rpc-server` and `rpc-client`.
 
+pub mod auth;
 pub mod call;
 pub mod config;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod metadata;
 pub mod modes;
 pub mod serializer;
 
+pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};
 pub use error::{Result, RpcError};
 pub use handler::ServiceHandler;

@@ -63,6 +63,10 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Socket-level settings.
     pub transport: TransportConfig,
+    /// Serve the binary protocol over TLS with this certificate and key
+    /// (feature `tls`; `ServerBuilder::tls` takes a ready rustls config instead).
+    #[cfg(feature = "tls")]
+    pub tls: Option<rpc_transport::tls::TlsServerConfig>,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +83,8 @@ impl Default for ServerConfig {
             max_in_flight_per_connection: 4096,
             shutdown_grace: Duration::from_secs(10),
             transport: TransportConfig::default(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }

@@ -28,6 +28,7 @@ use rpc_codec::{Frame, FrameKind, OutFrame};
 use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, FrameWriter, Outbound};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
 
@@ -48,18 +49,69 @@ impl Drop for OpenGuard {
     }
 }
 
+/// Serves a plain TCP connection (split with `into_split`, the fast path).
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer_addr: SocketAddr,
     ctx: Arc<ServerCtx>,
 ) {
-    let _open = OpenGuard(ctx.clone());
-    let transport = &ctx.config.transport;
-    let peer: Arc<str> = peer_addr.to_string().into();
-    if let Err(e) = stream.set_nodelay(transport.nodelay) {
-        debug!(%peer, error = %e, "could not set TCP_NODELAY");
+    let open = OpenGuard(ctx.clone());
+    if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
+        debug!(peer = %peer_addr, error = %e, "could not set TCP_NODELAY");
     }
     let (read_half, write_half) = stream.into_split();
+    serve_halves(read_half, write_half, peer_addr, ctx, open).await
+}
+
+/// How long a client gets to complete the TLS handshake.
+#[cfg(feature = "tls")]
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves a TLS connection: handshake (bounded by a timeout; a failure closes
+/// only this connection), then the same loop over `tokio::io::split` halves.
+#[cfg(feature = "tls")]
+pub(crate) async fn serve_tls_connection(
+    stream: TcpStream,
+    peer_addr: SocketAddr,
+    ctx: Arc<ServerCtx>,
+    acceptor: rpc_transport::tls::TlsAcceptor,
+) {
+    let open = OpenGuard(ctx.clone());
+    if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
+        debug!(peer = %peer_addr, error = %e, "could not set TCP_NODELAY");
+    }
+    let peer = peer_addr.to_string();
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream, &peer));
+    let tls_stream = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                warn!(%peer, error = %e, "closing connection");
+                return;
+            }
+            Err(_) => {
+                warn!(%peer, timeout = ?TLS_HANDSHAKE_TIMEOUT, "TLS handshake timed out: connection closed");
+                return;
+            }
+        },
+        _ = ctx.force_close.cancelled() => return,
+    };
+    let (read_half, write_half) = tokio::io::split(tls_stream);
+    serve_halves(read_half, write_half, peer_addr, ctx, open).await
+}
+
+async fn serve_halves<R, W>(
+    read_half: R,
+    write_half: W,
+    peer_addr: SocketAddr,
+    ctx: Arc<ServerCtx>,
+    _open: OpenGuard,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let transport = &ctx.config.transport;
+    let peer: Arc<str> = peer_addr.to_string().into();
     let close = Arc::new(CloseSignal::new());
     let writer = FrameWriter::spawn_counted(
         write_half,

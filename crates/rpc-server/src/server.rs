@@ -42,6 +42,8 @@ impl Server {
             router: Router::new(),
             interceptors: Vec::new(),
             registry: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -52,9 +54,19 @@ pub struct ServerBuilder {
     router: Router,
     interceptors: Vec<Arc<dyn Interceptor>>,
     registry: Option<Arc<dyn Registry>>,
+    #[cfg(feature = "tls")]
+    tls: Option<rpc_transport::tls::TlsAcceptor>,
 }
 
 impl ServerBuilder {
+    /// Serves the binary protocol over TLS with a ready rustls config (beats
+    /// the config's `tls` section). Feature `tls`.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: rustls::ServerConfig) -> Self {
+        self.tls = Some(rpc_transport::tls::TlsAcceptor::from_config(config));
+        self
+    }
+
     /// Replaces the whole configuration.
     pub fn config(mut self, config: ServerConfig) -> Self {
         self.config = config;
@@ -127,6 +139,12 @@ impl ServerBuilder {
     /// with a registry, registers (an unreachable registry fails the start).
     pub async fn start(self) -> Result<ServerHandle, RpcError> {
         self.config.validate()?;
+        #[cfg(feature = "tls")]
+        let tls = match (self.tls, &self.config.tls) {
+            (Some(acceptor), _) => Some(acceptor),
+            (None, Some(files)) => Some(rpc_transport::tls::TlsAcceptor::load(files)?),
+            (None, None) => None,
+        };
         let listener = TcpListener::bind(&self.config.addr)
             .await
             .map_err(|e| RpcError::Io {
@@ -180,7 +198,13 @@ impl ServerBuilder {
             }
             None => None,
         };
-        let accept = tokio::spawn(accept_loop(listener, ctx.clone(), tracker.clone()));
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            ctx.clone(),
+            tracker.clone(),
+            #[cfg(feature = "tls")]
+            tls,
+        ));
         info!(addr = %local_addr, dispatch = %ctx.config.dispatch, "brisk server listening");
         let mut handle = ServerHandle {
             local_addr,
@@ -198,7 +222,12 @@ impl ServerBuilder {
     }
 }
 
-async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, tracker: TaskTracker) {
+async fn accept_loop(
+    listener: TcpListener,
+    ctx: Arc<ServerCtx>,
+    tracker: TaskTracker,
+    #[cfg(feature = "tls")] tls: Option<rpc_transport::tls::TlsAcceptor>,
+) {
     let mut backoff = Duration::from_millis(1);
     loop {
         let accepted = tokio::select! {
@@ -220,6 +249,16 @@ async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, tracker: TaskTr
                         .fetch_add(1, Ordering::Relaxed);
                     warn!(%peer, max = ctx.config.max_connections, "max_connections reached: connection closed");
                     drop(stream);
+                    continue;
+                }
+                #[cfg(feature = "tls")]
+                if let Some(acceptor) = &tls {
+                    tracker.spawn(crate::connection::serve_tls_connection(
+                        stream,
+                        peer,
+                        ctx.clone(),
+                        acceptor.clone(),
+                    ));
                     continue;
                 }
                 tracker.spawn(serve_connection(stream, peer, ctx.clone()));

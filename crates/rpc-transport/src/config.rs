@@ -37,6 +37,11 @@ pub struct TransportConfig {
     pub read_buffer_max: usize,
     /// Set TCP_NODELAY (the writer batches, so Nagle only adds latency).
     pub nodelay: bool,
+    /// Client side: connect with TLS (set from the client's `tls` config or
+    /// `ClientBuilder::tls`; not a config-file key of its own).
+    #[cfg(feature = "tls")]
+    #[serde(skip)]
+    pub tls: Option<crate::tls::TlsConnector>,
 }
 
 impl Default for TransportConfig {
@@ -51,6 +56,8 @@ impl Default for TransportConfig {
             read_buffer_min: 512,
             read_buffer_max: 1024 * 1024,
             nodelay: true,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use rpc_codec::{Frame, FrameKind, OutFrame};
 use rpc_core::{RpcError, WriteMode};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -81,6 +81,36 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
             })
         }
     };
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        if let Err(e) = stream.set_nodelay(config.nodelay) {
+            debug!(%addr, error = %e, "could not set TCP_NODELAY");
+        }
+        // One deadline for the handshake too: a peer that never answers it
+        // (a plain TCP server, say) fails the connect instead of hanging it.
+        let tls_stream = match tokio::time::timeout(
+            config.connect_timeout,
+            tls.connect(stream, addr),
+        )
+        .await
+        {
+            Ok(r) => r?,
+            Err(_) => return Err(RpcError::Connect {
+                addr: addr.to_owned(),
+                reason: format!(
+                    "TLS handshake with {addr} failed: no answer within {:?} (is it a TLS server?)",
+                    config.connect_timeout
+                ),
+            }),
+        };
+        let (read_half, write_half) = tokio::io::split(tls_stream);
+        return Ok(Connection::from_halves(
+            read_half,
+            write_half,
+            addr.into(),
+            config,
+        ));
+    }
     Connection::from_stream(stream, config)
 }
 
@@ -99,6 +129,21 @@ impl Connection {
             .set_nodelay(config.nodelay)
             .map_err(|e| RpcError::io(format!("setting TCP_NODELAY on {peer}"), &e))?;
         let (read_half, write_half) = stream.into_split();
+        Ok(Connection::from_halves(read_half, write_half, peer, config))
+    }
+
+    /// Wraps the two halves of any connected stream (a TLS stream split with
+    /// `tokio::io::split`, say); `peer` names the other end in errors and logs.
+    pub fn from_halves<R, W>(
+        read_half: R,
+        write_half: W,
+        peer: Arc<str>,
+        config: &TransportConfig,
+    ) -> Arc<Connection>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let close = Arc::new(CloseSignal::new());
         let writer = FrameWriter::spawn(write_half, config, close.clone(), peer.clone());
         let shared = Arc::new(Shared {
@@ -126,12 +171,12 @@ impl Connection {
             Some(writer.clone()),
             close,
         );
-        Ok(Arc::new(Connection {
+        Arc::new(Connection {
             shared,
             writer,
             next_id: AtomicU64::new(1),
             max_frame_size: config.max_frame_size,
-        }))
+        })
     }
 
     /// Sends a request and waits for its response frame: [`send`](Self::send)
@@ -329,9 +374,9 @@ impl Drop for PendingCall {
     }
 }
 
-async fn read_loop(
+async fn read_loop<R: AsyncRead + Unpin>(
     shared: Arc<Shared>,
-    mut reader: FrameReader<OwnedReadHalf>,
+    mut reader: FrameReader<R>,
     writer: FrameWriter,
     activity: Arc<Activity>,
 ) {

@@ -11,7 +11,9 @@
 //! - [`Connection`]: the client side of a multiplexed connection — a pending map
 //!   keyed by request id, registered *before* the write, completed by the reader,
 //!   failed all at once when the connection breaks;
-//! - [`heartbeat`]: ping/pong and the idle timeout that closes dead peers.
+//! - [`heartbeat`]: ping/pong and the idle timeout that closes dead peers;
+//! - `tls` (feature `tls`): rustls handshakes; a TLS stream is split with
+//!   `tokio::io::split`, plain TCP keeps `into_split`.
 //!
 //! It knows nothing of services, handlers, pools or load balancing: `rpc-server`
 //! and `rpc-client` build those on top.
@@ -22,6 +24,8 @@ pub mod connection;
 pub mod heartbeat;
 pub mod read_buffer;
 pub mod reader;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod writer;
 
 pub use close::CloseSignal;
