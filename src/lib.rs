@@ -54,6 +54,7 @@ pub use rpc_server as server;
 pub use rpc_transport as transport;
 
 pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, PoolHold};
+pub use rpc_codec::Payload;
 pub use rpc_core::{
     BearerToken, ConnectType, Dispatch, Endpoint, Interceptor, Metadata, Next, RpcError,
     RpcRequest, RpcResponse, SerializerKind, ServiceHandler, TokenAuth, WriteMode,
@@ -163,7 +164,7 @@ macro_rules! service {
                 match &*req.method {
                     $(
                         ::core::stringify!($method) => {
-                            let ($($arg,)*): ($($argty,)*) = serializer.decode(&req.body)?;
+                            let ($($arg,)*): ($($argty,)*) = serializer.decode_bytes(&req.body)?;
                             let out = self.0.$method($($arg),*).await?;
                             let mut buf = $crate::__private::BytesMut::with_capacity(capacity);
                             serializer.encode(&out, &mut buf)?;

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::sync::mpsc;
 
 use brisk::{
-    async_trait, Client, ConnectType, Dispatch, RpcError, SerializerKind, Server, ServerConfig,
-    WriteMode,
+    async_trait, Client, ConnectType, Dispatch, Payload, RpcError, SerializerKind, Server,
+    ServerConfig, WriteMode,
 };
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -15,8 +15,8 @@ use crate::load::Caller;
 brisk::service! {
     /// The echo every implementation serves.
     pub trait Echo {
-        /// Returns `payload`.
-        async fn echo(payload: Bytes) -> Bytes;
+        /// Returns `payload` (decoded without a copy: `Payload` slices the frame).
+        async fn echo(payload: Payload) -> Payload;
     }
 }
 
@@ -24,7 +24,7 @@ struct EchoImpl;
 
 #[async_trait]
 impl Echo for EchoImpl {
-    async fn echo(&self, payload: Bytes) -> Result<Bytes, RpcError> {
+    async fn echo(&self, payload: Payload) -> Result<Payload, RpcError> {
         Ok(payload)
     }
 }
@@ -58,7 +58,11 @@ pub struct BriskCaller(EchoClient);
 
 impl Caller for BriskCaller {
     async fn call(&mut self, payload: Bytes) -> Result<Bytes, String> {
-        self.0.echo(payload).await.map_err(|e| e.to_string())
+        self.0
+            .echo(Payload(payload))
+            .await
+            .map(Payload::into_bytes)
+            .map_err(|e| e.to_string())
     }
 }
 

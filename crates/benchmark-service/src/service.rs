@@ -7,8 +7,7 @@
 //! (embedded SQLite by default — blocking the thread that runs it, as JDBC did in
 //! the Java original — or PostgreSQL). `echo` returns its bytes, for payload sweeps.
 
-use brisk::{async_trait, RpcError};
-use bytes::Bytes;
+use brisk::{async_trait, Payload, RpcError};
 
 use crate::store::{Message, MessageStore, StoreError};
 
@@ -24,7 +23,7 @@ brisk::service! {
         /// `db`: `select … from message where id = ?` on the configured database.
         async fn get_message_from_db(id: i64) -> Message;
         /// `echo`: the same bytes back.
-        async fn echo(data: Bytes) -> Bytes;
+        async fn echo(data: Payload) -> Payload;
     }
 }
 
@@ -68,7 +67,7 @@ impl BenchmarkService for BenchmarkServiceImpl {
         self.store.db.get(id).await.map_err(handler_error)
     }
 
-    async fn echo(&self, data: Bytes) -> Result<Bytes, RpcError> {
+    async fn echo(&self, data: Payload) -> Result<Payload, RpcError> {
         Ok(data)
     }
 }

@@ -13,7 +13,7 @@ use benchmark_service::server::{
 };
 use benchmark_service::store::{Message, MAX_ID, MIN_ID};
 use benchmark_service::BenchmarkServiceClient;
-use brisk::{Client, Dispatch, QueueKind, RpcError};
+use brisk::{Client, Dispatch, Payload, QueueKind, RpcError};
 use bytes::Bytes;
 use clap::Parser;
 
@@ -95,8 +95,10 @@ async fn check_every_method(client: &BenchmarkServiceClient) {
         }
     }
     let payload: Bytes = (0..100 * 1024).map(|i| (i % 251) as u8).collect();
-    assert_eq!(client.echo(payload.clone()).await.unwrap(), payload);
-    assert_eq!(client.echo(Bytes::new()).await.unwrap(), Bytes::new());
+    let back = client.echo(Payload(payload.clone())).await.unwrap();
+    assert_eq!(back.into_bytes(), payload);
+    let empty = client.echo(Payload::default()).await.unwrap();
+    assert!(empty.is_empty());
 }
 
 async fn every_method_in(dispatch: Dispatch) {

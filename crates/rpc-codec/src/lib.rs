@@ -36,8 +36,10 @@
 
 pub mod codec;
 pub mod frame;
+pub mod payload;
 pub mod serializer;
 
 pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_SIZE};
 pub use frame::{Frame, FrameKind, Header, Meta, OutFrame, Status, HEADER_LEN, MAGIC, VERSION};
+pub use payload::Payload;
 pub use serializer::{BodyCodec, SerializerKind};

@@ -119,7 +119,7 @@ async fn call_once(
         Scenario::File => svc.get_message_from_file(key).await.map(drop),
         Scenario::Db => svc.get_message_from_db(key).await.map(drop),
         Scenario::Echo => {
-            let back = svc.echo(payload.clone()).await?;
+            let back = svc.echo(brisk::Payload(payload.clone())).await?;
             if back.len() == payload.len() {
                 Ok(())
             } else {

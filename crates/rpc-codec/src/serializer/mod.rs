@@ -30,6 +30,12 @@ pub trait BodyCodec: Copy {
     fn encode<T: Serialize + ?Sized>(self, value: &T, out: &mut BytesMut) -> Result<(), RpcError>;
     /// Decodes a `T` from `bytes` with this serializer.
     fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, RpcError>;
+
+    /// Decodes a `T` from a frame body; [`Payload`](crate::Payload) values in it
+    /// become slices of `body` instead of copies where the serializer allows.
+    fn decode_bytes<T: DeserializeOwned>(self, body: &bytes::Bytes) -> Result<T, RpcError> {
+        crate::payload::with_body(body, || self.decode(body))
+    }
 }
 
 impl BodyCodec for SerializerKind {
