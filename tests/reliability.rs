@@ -60,11 +60,26 @@ struct Tally {
     err: AtomicU64,
     unexpected: parking_lot::Mutex<Vec<String>>,
     max_latency_ms: AtomicU64,
+    /// Errors by kind, for the report in RELIABILITY.md.
+    kinds: parking_lot::Mutex<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 impl Tally {
     fn get(&self, c: &AtomicU64) -> u64 {
         c.load(Ordering::SeqCst)
+    }
+    fn failed(&self, e: &RpcError) {
+        self.err.fetch_add(1, Ordering::SeqCst);
+        let kind = match e {
+            RpcError::Connect { .. } => "connect",
+            RpcError::ConnectionClosed { .. } => "connection closed",
+            RpcError::Write { .. } => "write",
+            RpcError::ShuttingDown => "shutting down",
+            RpcError::Closed(_) => "client closed",
+            RpcError::Timeout { .. } => "timeout",
+            _ => "other",
+        };
+        *self.kinds.lock().entry(kind).or_default() += 1;
     }
     fn took(&self, since: Instant) {
         self.max_latency_ms
@@ -168,7 +183,7 @@ async fn crashed_server_fails_calls_cleanly_and_traffic_resumes_after_restart_on
                             }
                         }
                         Err(e) => {
-                            tally.err.fetch_add(1, Ordering::SeqCst);
+                            tally.failed(&e);
                             // The crash must surface as a transport failure (closed,
                             // refused, write failed) or a closed client — nothing else.
                             if !(e.is_transport() || matches!(e, RpcError::Closed(_))) {
@@ -222,9 +237,10 @@ async fn crashed_server_fails_calls_cleanly_and_traffic_resumes_after_restart_on
         );
         eprintln!(
             "crash/restart: issued {issued}, ok {ok} ({ok_before} before the crash, {} after the restart), \
-             err {err} ({err_outage} seen before the restart), max call latency {} ms, crash-to-2000-ok-after-restart {resumed_in:?}",
+             err {err} ({err_outage} seen before the restart), max call latency {} ms, crash-to-2000-ok-after-restart {resumed_in:?}, errors {:?}",
             ok_after_restart.load(Ordering::SeqCst),
-            tally.get(&tally.max_latency_ms)
+            tally.get(&tally.max_latency_ms),
+            tally.kinds.lock()
         );
         assert_eq!(ok + err, issued, "every call resolved exactly once");
         assert!(
@@ -491,7 +507,7 @@ async fn graceful_shutdown_under_load_answers_every_accepted_call_and_fails_the_
                             tally.ok.fetch_add(1, Ordering::SeqCst);
                         }
                         Err(e) => {
-                            tally.err.fetch_add(1, Ordering::SeqCst);
+                            tally.failed(&e);
                             let clear = matches!(
                                 e,
                                 RpcError::ShuttingDown
@@ -545,8 +561,10 @@ async fn graceful_shutdown_under_load_answers_every_accepted_call_and_fails_the_
         let ran = imp.calls.load(Ordering::SeqCst);
         eprintln!(
             "graceful shutdown: issued {issued}, ok {ok}, err {err}, handlers run {ran}, \
-             drained {}, shutdown took {:?}",
-            report.drained, report.elapsed
+             drained {}, shutdown took {:?}, errors {:?}",
+            report.drained,
+            report.elapsed,
+            tally.kinds.lock()
         );
         assert!(report.drained, "in-flight calls drained within the grace");
         assert_eq!(ok + err, issued, "every call resolved exactly once");
