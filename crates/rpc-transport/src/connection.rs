@@ -88,20 +88,19 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
         }
         // One deadline for the handshake too: a peer that never answers it
         // (a plain TCP server, say) fails the connect instead of hanging it.
-        let tls_stream = match tokio::time::timeout(
-            config.connect_timeout,
-            tls.connect(stream, addr),
-        )
-        .await
-        {
+        let handshake = tokio::time::timeout(config.connect_timeout, tls.connect(stream, addr));
+        let tls_stream = match handshake.await {
             Ok(r) => r?,
-            Err(_) => return Err(RpcError::Connect {
-                addr: addr.to_owned(),
-                reason: format!(
+            Err(_) => {
+                let reason = format!(
                     "TLS handshake with {addr} failed: no answer within {:?} (is it a TLS server?)",
                     config.connect_timeout
-                ),
-            }),
+                );
+                return Err(RpcError::Connect {
+                    addr: addr.to_owned(),
+                    reason,
+                });
+            }
         };
         let (read_half, write_half) = tokio::io::split(tls_stream);
         return Ok(Connection::from_halves(
