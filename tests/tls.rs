@@ -283,3 +283,67 @@ async fn missing_certificate_files_are_a_config_error() {
     assert!(matches!(err, RpcError::Config { .. }), "{err}");
     assert!(err.to_string().contains("tls.cert_path"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_the_handshake_fails_within_connect_timeout() {
+    bounded(30, async {
+        let pki = new_pki();
+        // Accepts and then says nothing.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let mut config = tls_client_config(&pki, addr, ConnectType::Fixed);
+        config.transport.connect_timeout = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let err = Client::builder()
+            .config(config)
+            .build()
+            .await
+            .err()
+            .expect("no handshake answer");
+        assert!(started.elapsed() < Duration::from_secs(5), "bounded");
+        assert!(err.to_string().contains("TLS handshake with"), "{err}");
+        silent.abort();
+    })
+    .await;
+}
+
+#[test]
+fn tls_keys_load_from_config_files() {
+    let dir = std::env::temp_dir().join(format!("brisk-tls-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = dir.join("server.toml");
+    std::fs::write(
+        &server,
+        "addr = \"127.0.0.1:0\"\n[tls]\ncert_path = \"s.pem\"\nkey_path = \"s.key\"\n",
+    )
+    .unwrap();
+    let client = dir.join("client.yaml");
+    std::fs::write(
+        &client,
+        "addr: 127.0.0.1:1\ntls:\n  ca_path: ca.pem\n  server_name: localhost\n",
+    )
+    .unwrap();
+    let s = brisk::ServerConfig::from_file(&server).expect("server config");
+    let c = ClientConfig::from_file(&client).expect("client config");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        s.tls,
+        Some(TlsServerConfig {
+            cert_path: "s.pem".into(),
+            key_path: "s.key".into()
+        })
+    );
+    assert_eq!(
+        c.tls,
+        Some(TlsClientConfig {
+            ca_path: "ca.pem".into(),
+            server_name: "localhost".into()
+        })
+    );
+}
