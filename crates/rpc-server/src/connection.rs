@@ -202,6 +202,10 @@ async fn serve_halves<R, W>(
     // Let the writer flush what is queued (it closes the signal when done),
     // unless the server is being forced down.
     drop(writer);
+    if let Some(reason) = close.write_error() {
+        // The writer already stopped on a write error: nothing left to flush.
+        close.close(reason.to_owned());
+    }
     tokio::select! {
         _ = close.closed() => {}
         _ = ctx.force_close.cancelled() => close.close("server shut down"),

@@ -18,6 +18,8 @@ use tokio::sync::Notify;
 #[derive(Debug, Default)]
 pub struct CloseSignal {
     reason: OnceLock<String>,
+    /// Set when writing failed while reading may still deliver answers.
+    write_error: OnceLock<String>,
     notify: Notify,
 }
 
@@ -31,6 +33,18 @@ impl CloseSignal {
     pub fn close(&self, reason: impl Into<String>) {
         let _ = self.reason.set(reason.into());
         self.notify.notify_waiters();
+    }
+
+    /// Records that writing failed, without closing: answers already on their way
+    /// can still be read (a server that drained and closed leaves them in our
+    /// receive buffer). The reader closes the connection when the stream ends.
+    pub fn fail_writes(&self, reason: impl Into<String>) {
+        let _ = self.write_error.set(reason.into());
+    }
+
+    /// Why writing failed, if it did.
+    pub fn write_error(&self) -> Option<&str> {
+        self.write_error.get().map(String::as_str)
     }
 
     /// True once closed.

@@ -286,7 +286,7 @@ impl Connection {
 
     /// True until the connection breaks or is closed.
     pub fn is_open(&self) -> bool {
-        !self.shared.close.is_closed()
+        !self.shared.close.is_closed() && self.shared.close.write_error().is_none()
     }
 
     /// Closes the connection; pending calls fail with `reason`.

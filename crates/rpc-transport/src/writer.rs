@@ -214,6 +214,11 @@ impl FrameWriter {
     fn closed_error(&self) -> RpcError {
         if self.close.is_closed() {
             self.close.error(&self.peer)
+        } else if let Some(reason) = self.close.write_error() {
+            RpcError::Write {
+                peer: self.peer.to_string(),
+                reason: reason.to_owned(),
+            }
         } else {
             RpcError::ConnectionClosed {
                 peer: self.peer.to_string(),
@@ -255,7 +260,9 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                         let _ = self.io.shutdown().await;
                         close.close("connection finished: every handle was dropped");
                     }
-                    Err(reason) => close.close(reason),
+                    // Keep the connection open for reading: answers to calls the
+                    // peer already handled may still be in the receive buffer.
+                    Err(reason) => close.fail_writes(reason),
                 }
             }
             _ = close.closed() => {}
