@@ -1,7 +1,8 @@
 //! TLS (feature `tls`): calls over TLS with every connect type, a client that
 //! trusts another CA, a plain client against a TLS server (and the server
-//! serving TLS clients afterwards), a TLS client against a plain server.
-//! Certificates are generated per test with `rcgen`.
+//! serving TLS clients afterwards), a TLS client against a plain server, and
+//! mutual TLS (client certificates: accepted, missing, signed by another CA,
+//! configured without a key). Certificates are generated per test with `rcgen`.
 #![cfg(feature = "tls")]
 
 mod common;
@@ -13,15 +14,18 @@ use std::time::Duration;
 use brisk::tls::{rustls, TlsClientConfig, TlsServerConfig};
 use brisk::{Client, ClientConfig, ConnectType, Dispatch, QueueKind, RpcError};
 use common::*;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use rustls::pki_types::pem::PemObject;
 
-/// A CA and a server certificate for `localhost` signed by it, as PEM files.
+/// A CA, a server certificate for `localhost` and a client certificate (for
+/// mutual TLS), both signed by that CA, as PEM files.
 struct Pki {
     dir: PathBuf,
     ca_path: PathBuf,
     cert_path: PathBuf,
     key_path: PathBuf,
+    client_cert_path: PathBuf,
+    client_key_path: PathBuf,
 }
 
 impl Drop for Pki {
@@ -51,24 +55,43 @@ fn new_pki() -> Pki {
         .signed_by(&key, &ca, &ca_key)
         .expect("server certificate");
 
+    let mut client_params = CertificateParams::new(Vec::<String>::new()).expect("client params");
+    client_params
+        .distinguished_name
+        .push(DnType::CommonName, format!("brisk test client {n}"));
+    client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let client_key = KeyPair::generate().expect("client key");
+    let client_cert = client_params
+        .signed_by(&client_key, &ca, &ca_key)
+        .expect("client certificate");
+
     let pki = Pki {
         ca_path: dir.join("ca.pem"),
         cert_path: dir.join("server.pem"),
         key_path: dir.join("server.key"),
+        client_cert_path: dir.join("client.pem"),
+        client_key_path: dir.join("client.key"),
         dir,
     };
     std::fs::write(&pki.ca_path, ca.pem()).expect("write CA");
     std::fs::write(&pki.cert_path, cert.pem()).expect("write cert");
     std::fs::write(&pki.key_path, key.serialize_pem()).expect("write key");
+    std::fs::write(&pki.client_cert_path, client_cert.pem()).expect("write client cert");
+    std::fs::write(&pki.client_key_path, client_key.serialize_pem()).expect("write client key");
     pki
 }
 
 fn tls_server_config(pki: &Pki, dispatch: Dispatch, queue: QueueKind) -> brisk::ServerConfig {
     let mut config = server_config(dispatch, queue);
-    config.tls = Some(TlsServerConfig {
-        cert_path: pki.cert_path.clone(),
-        key_path: pki.key_path.clone(),
-    });
+    config.tls = Some(TlsServerConfig::new(&pki.cert_path, &pki.key_path));
+    config
+}
+
+/// A server that requires client certificates signed by `pki`'s CA.
+fn mtls_server_config(pki: &Pki) -> brisk::ServerConfig {
+    let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+    config.tls =
+        Some(TlsServerConfig::new(&pki.cert_path, &pki.key_path).with_client_ca(&pki.ca_path));
     config
 }
 
@@ -78,12 +101,24 @@ fn tls_client_config(pki: &Pki, addr: std::net::SocketAddr, ct: ConnectType) -> 
         connect_type: ct,
         connections: 2,
         request_timeout: Duration::from_secs(5),
-        tls: Some(TlsClientConfig {
-            ca_path: pki.ca_path.clone(),
-            server_name: "localhost".into(),
-        }),
+        tls: Some(TlsClientConfig::new(&pki.ca_path, "localhost")),
         ..Default::default()
     }
+}
+
+/// A client that trusts `server`'s CA and presents `client`'s certificate.
+fn mtls_client_config(
+    server: &Pki,
+    client: &Pki,
+    addr: std::net::SocketAddr,
+    ct: ConnectType,
+) -> ClientConfig {
+    let mut config = tls_client_config(server, addr, ct);
+    config.tls = Some(
+        TlsClientConfig::new(&server.ca_path, "localhost")
+            .with_client_cert(&client.client_cert_path, &client.client_key_path),
+    );
+    config
 }
 
 async fn exercise(calc: &CalcClient) {
@@ -270,10 +305,10 @@ async fn a_tls_client_against_a_plain_server_fails_cleanly() {
 #[tokio::test]
 async fn missing_certificate_files_are_a_config_error() {
     let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
-    config.tls = Some(TlsServerConfig {
-        cert_path: "/nonexistent/server.pem".into(),
-        key_path: "/nonexistent/server.key".into(),
-    });
+    config.tls = Some(TlsServerConfig::new(
+        "/nonexistent/server.pem",
+        "/nonexistent/server.key",
+    ));
     let err = brisk::Server::builder()
         .config(config)
         .start()
@@ -332,18 +367,189 @@ fn tls_keys_load_from_config_files() {
     let s = brisk::ServerConfig::from_file(&server).expect("server config");
     let c = ClientConfig::from_file(&client).expect("client config");
     let _ = std::fs::remove_dir_all(&dir);
+    // Files written before mutual TLS existed still load, with it off.
+    assert_eq!(s.tls, Some(TlsServerConfig::new("s.pem", "s.key")));
+    assert_eq!(c.tls, Some(TlsClientConfig::new("ca.pem", "localhost")));
+}
+
+// --- mutual TLS -----------------------------------------------------------------------------
+
+#[test]
+fn mtls_keys_load_from_config_files() {
+    let dir = std::env::temp_dir().join(format!("brisk-mtls-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = dir.join("server.toml");
+    std::fs::write(
+        &server,
+        "addr = \"127.0.0.1:0\"\n[tls]\ncert_path = \"s.pem\"\nkey_path = \"s.key\"\n\
+         client_ca_path = \"clients-ca.pem\"\n",
+    )
+    .unwrap();
+    let client = dir.join("client.yaml");
+    std::fs::write(
+        &client,
+        "addr: 127.0.0.1:1\ntls:\n  ca_path: ca.pem\n  server_name: localhost\n  \
+         cert_path: c.pem\n  key_path: c.key\n",
+    )
+    .unwrap();
+    let s = brisk::ServerConfig::from_file(&server).expect("server config");
+    let c = ClientConfig::from_file(&client).expect("client config");
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(
         s.tls,
-        Some(TlsServerConfig {
-            cert_path: "s.pem".into(),
-            key_path: "s.key".into()
-        })
+        Some(TlsServerConfig::new("s.pem", "s.key").with_client_ca("clients-ca.pem"))
     );
     assert_eq!(
         c.tls,
-        Some(TlsClientConfig {
-            ca_path: "ca.pem".into(),
-            server_name: "localhost".into()
+        Some(TlsClientConfig::new("ca.pem", "localhost").with_client_cert("c.pem", "c.key"))
+    );
+}
+
+/// One call on a fresh client built from `config`; the error of the build or of
+/// the call. Lazy connect is not used: with TLS 1.3 the client-side handshake
+/// completes before the server has judged the client certificate, so a refused
+/// client may connect fine and fail on its first call instead.
+async fn one_call(config: ClientConfig) -> Result<i64, RpcError> {
+    let client = Client::builder().config(config).build().await?;
+    CalcClient::new(client).add(1, 2).await
+}
+
+/// A refusal by the server's client-certificate check: a transport error (the
+/// connect or the connection, depending on when the alert arrives) whose text
+/// names the TLS alert, never a timeout or a hang.
+fn assert_refused(err: &RpcError, alerts: &[&str]) {
+    let text = err.to_string();
+    assert!(
+        err.is_transport() && alerts.iter().any(|a| text.contains(a)),
+        "expected a transport error naming one of {alerts:?}, got: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_calls_succeed_with_every_connect_type() {
+    bounded(60, async {
+        let pki = new_pki();
+        let (server, _) = start(mtls_server_config(&pki)).await;
+        for ct in ConnectType::ALL {
+            let client = Client::builder()
+                .config(mtls_client_config(&pki, &pki, server.local_addr(), *ct))
+                .build()
+                .await
+                .expect("mTLS client connects");
+            exercise(&CalcClient::new(client)).await;
+            eprintln!("ok: mTLS {ct}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_a_certificate_is_refused_and_the_server_keeps_serving() {
+    bounded(60, async {
+        let pki = new_pki();
+        let (server, _) = start(mtls_server_config(&pki)).await;
+        let addr = server.local_addr();
+        // A well-behaved mTLS client, connected before and used after.
+        let good = CalcClient::new(
+            Client::builder()
+                .config(mtls_client_config(&pki, &pki, addr, ConnectType::Fixed))
+                .build()
+                .await
+                .expect("mTLS client connects"),
+        );
+        assert_eq!(good.add(1, 1).await.expect("mTLS call"), 2);
+
+        for ct in [ConnectType::Fixed, ConnectType::Pooled] {
+            let err = one_call(tls_client_config(&pki, addr, ct))
+                .await
+                .expect_err("a client without a certificate is refused");
+            eprintln!("no client certificate ({ct}): {err}");
+            assert_refused(&err, &["CertificateRequired"]);
+        }
+
+        assert_eq!(good.add(20, 22).await.expect("still served"), 42);
+        let fresh = one_call(mtls_client_config(&pki, &pki, addr, ConnectType::Reused)).await;
+        assert_eq!(fresh.expect("a new mTLS client is served"), 3);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_signed_by_another_ca_is_refused() {
+    bounded(60, async {
+        let pki = new_pki();
+        let other = new_pki();
+        let (server, _) = start(mtls_server_config(&pki)).await;
+        let addr = server.local_addr();
+        // Trusts the server, but its own certificate is from `other`'s CA.
+        let err = one_call(mtls_client_config(&pki, &other, addr, ConnectType::Fixed))
+            .await
+            .expect_err("a client certificate from an unknown CA is refused");
+        eprintln!("client certificate from another CA: {err}");
+        assert_refused(&err, &["UnknownCA", "BadCertificate"]);
+
+        let ok = one_call(mtls_client_config(&pki, &pki, addr, ConnectType::Fixed)).await;
+        assert_eq!(ok.expect("the server keeps serving mTLS clients"), 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_certificate_without_its_key_is_a_config_error() {
+    let pki = new_pki();
+    let mut tls = TlsClientConfig::new(&pki.ca_path, "localhost");
+    tls.cert_path = Some(pki.client_cert_path.clone());
+    let config = ClientConfig {
+        addr: "127.0.0.1:1".into(),
+        lazy_connect: true,
+        tls: Some(tls.clone()),
+        ..Default::default()
+    };
+    let err = Client::builder()
+        .config(config.clone())
+        .build()
+        .await
+        .err()
+        .expect("a certificate without its key fails the build");
+    assert!(
+        matches!(&err, RpcError::Config { key, .. } if key == "tls.key_path"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("tls.cert_path"), "{err}");
+
+    // The key without the certificate, likewise.
+    tls.cert_path = None;
+    tls.key_path = Some(pki.client_key_path.clone());
+    let err = Client::builder()
+        .config(ClientConfig {
+            tls: Some(tls),
+            ..config
         })
+        .build()
+        .await
+        .err()
+        .expect("a key without its certificate fails the build");
+    assert!(
+        matches!(&err, RpcError::Config { key, .. } if key == "tls.cert_path"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_client_ca_file_is_a_config_error() {
+    let pki = new_pki();
+    let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+    config.tls = Some(
+        TlsServerConfig::new(&pki.cert_path, &pki.key_path).with_client_ca("/nonexistent/ca.pem"),
+    );
+    let err = brisk::Server::builder()
+        .config(config)
+        .start()
+        .await
+        .err()
+        .expect("a missing client CA file fails the start");
+    assert!(
+        matches!(&err, RpcError::Config { key, .. } if key == "tls.client_ca_path"),
+        "{err}"
     );
 }
