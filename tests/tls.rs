@@ -553,3 +553,60 @@ async fn a_missing_client_ca_file_is_a_config_error() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_tls12_a_client_without_a_certificate_fails_at_connect() {
+    bounded(30, async {
+        // TLS 1.2 puts the server's verdict on the client certificate inside the
+        // handshake, so the refusal is a connect error instead of a closed
+        // connection (the TLS 1.3 behaviour of the tests above).
+        let pki = new_pki();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let pem = std::fs::read(&pki.ca_path).expect("read CA");
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+            roots.add(cert.expect("CA PEM")).expect("add CA");
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            std::sync::Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .expect("client verifier");
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(&pki.cert_path)
+            .expect("cert file")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("cert PEM");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&pki.key_path).expect("key PEM");
+        let server_tls = rustls::ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS12])
+            .expect("TLS 1.2")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(certs, key)
+            .expect("server config");
+        let server = brisk::Server::builder()
+            .config(server_config(Dispatch::Direct, QueueKind::Transfer))
+            .tls(server_tls)
+            .service(CalcServer::new(std::sync::Arc::new(CalcImpl::default())))
+            .start()
+            .await
+            .expect("server starts");
+        let addr = server.local_addr();
+
+        let err = Client::builder()
+            .config(tls_client_config(&pki, addr, ConnectType::Fixed))
+            .build()
+            .await
+            .err()
+            .expect("refused in the handshake");
+        eprintln!("TLS 1.2, no client certificate: {err}");
+        assert!(
+            matches!(err, RpcError::Connect { .. })
+                && err.to_string().contains("TLS handshake with"),
+            "{err}"
+        );
+        let ok = one_call(mtls_client_config(&pki, &pki, addr, ConnectType::Fixed)).await;
+        assert_eq!(ok.expect("an mTLS client is served over TLS 1.2"), 3);
+    })
+    .await;
+}
