@@ -9,6 +9,15 @@
 //! much larger than the current read size, it is released, so an idle
 //! connection holds only `min` bytes.
 //!
+//! A new buffer starts small: until a read fills the space it was offered, a
+//! read into an empty buffer offers only `min` bytes (512 by default), not the
+//! 8 KiB starting read size. Most connections begin with a small frame, and
+//! many then sit idle: an idle server with 10 000 connections held 8 KiB of read
+//! buffer for each of them, about 40 % of what a connection cost (see
+//! BENCHMARKS.md, "Idle connections"). The first read that fills its offer
+//! switches to the adaptive sizes above, so a connection that streams pays one
+//! extra small read; a frame whose size is known is reserved at once as before.
+//!
 //! Decoded frames are split off as `Bytes` that share this allocation; that is
 //! why shrinking replaces the buffer rather than reallocating it in place.
 
@@ -44,6 +53,11 @@ pub struct AdaptiveReadBuffer {
     min_index: usize,
     max_index: usize,
     decrease_now: bool,
+    /// True until a read fills what it was offered: reads into an empty buffer
+    /// then offer only `SIZES[min_index]`, so idle connections stay small.
+    starting: bool,
+    /// The space offered to the last read (by `prepare`).
+    offered: usize,
 }
 
 fn index_for(size: usize) -> usize {
@@ -55,7 +69,8 @@ fn index_for(size: usize) -> usize {
 
 impl AdaptiveReadBuffer {
     /// A buffer whose read size moves between `min` and `max` bytes, starting at 8 KiB
-    /// (clamped into that range). No memory is allocated until the first read.
+    /// (clamped into that range) once a first, `min`-sized read has been filled.
+    /// No memory is allocated until the first read.
     pub fn new(min: usize, max: usize) -> Self {
         let min_index = index_for(min);
         let max_index = index_for(max).max(min_index);
@@ -66,6 +81,8 @@ impl AdaptiveReadBuffer {
             min_index,
             max_index,
             decrease_now: false,
+            starting: true,
+            offered: 0,
         }
     }
 
@@ -88,6 +105,10 @@ impl AdaptiveReadBuffer {
     /// `frame_len` is the total size of the frame being assembled, when known.
     pub fn prepare(&mut self, frame_len: Option<usize>) -> &mut BytesMut {
         let mut want = self.next_read_size();
+        if self.starting && self.buf.is_empty() {
+            // Nothing buffered and no read has filled its offer yet: stay small.
+            want = SIZES[self.min_index].min(want);
+        }
         if let Some(total) = frame_len {
             want = want.max(total.saturating_sub(self.buf.len()));
         }
@@ -98,11 +119,25 @@ impl AdaptiveReadBuffer {
         if self.buf.capacity() - self.buf.len() < want {
             self.buf.reserve(want);
         }
+        self.offered = self.buf.capacity() - self.buf.len();
         &mut self.buf
     }
 
     /// Records that a read returned `n` bytes, adapting the next read size.
     pub fn record(&mut self, n: usize) {
+        if self.starting {
+            if n < self.offered {
+                // A small read that fit: no evidence for any size yet.
+                return;
+            }
+            // Filled: from now on the adaptive sizes apply. A filled small
+            // offer is not a small read, so it only counts if it reached the
+            // read size.
+            self.starting = false;
+            if n < SIZES[self.index] {
+                return;
+            }
+        }
         let lower = self.index.saturating_sub(SHRINK_STEPS).max(self.min_index);
         if n <= SIZES[lower] && self.index > self.min_index {
             if self.decrease_now {
@@ -156,6 +191,35 @@ mod tests {
         b.prepare(None).extend_from_slice(&[0u8; 28]);
         let buf = b.prepare(Some(3 << 20));
         assert!(buf.capacity() - buf.len() >= (3 << 20) - 28);
+    }
+
+    #[test]
+    fn starts_small_until_a_read_fills_its_offer() {
+        let mut b = AdaptiveReadBuffer::new(512, 1 << 20);
+        assert!(
+            b.prepare(None).capacity() < 1024,
+            "an idle connection holds ~min"
+        );
+        // A small frame arrives and is decoded: the buffer stays small.
+        b.record(60);
+        b.buffer().clear();
+        assert!(b.prepare(None).capacity() < 1024);
+        assert_eq!(
+            b.next_read_size(),
+            8 << 10,
+            "no adaptation from unfilled reads"
+        );
+        // A read fills the small offer: the full read size applies from now on.
+        let offered = b.prepare(None).capacity();
+        b.record(offered);
+        b.buffer().clear();
+        let buf = b.prepare(None);
+        assert!(buf.capacity() >= 8 << 10, "capacity {}", buf.capacity());
+        // A large frame is still reserved at once while starting.
+        let mut c = AdaptiveReadBuffer::new(512, 1 << 20);
+        c.prepare(None).extend_from_slice(&[0u8; 28]);
+        let buf = c.prepare(Some(2 << 20));
+        assert!(buf.capacity() - buf.len() >= (2 << 20) - 28);
     }
 
     #[test]
