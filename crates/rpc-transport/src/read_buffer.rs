@@ -12,11 +12,11 @@
 //! A new buffer starts small: until a read fills the space it was offered, a
 //! read into an empty buffer offers only `min` bytes (512 by default), not the
 //! 8 KiB starting read size. Most connections begin with a small frame, and
-//! many then sit idle: an idle server with 10 000 connections held 8 KiB of read
-//! buffer for each of them, about 40 % of what a connection cost (see
-//! BENCHMARKS.md, "Idle connections"). The first read that fills its offer
-//! switches to the adaptive sizes above, so a connection that streams pays one
-//! extra small read; a frame whose size is known is reserved at once as before.
+//! many then sit idle: a server with 10 000 idle connections allocated 8 KiB of
+//! read buffer for each, 8 of the 26 KiB a connection cost (see BENCHMARKS.md,
+//! "Idle connections"). The first read that fills its offer switches to the
+//! adaptive sizes above, so a connection that streams pays one extra small
+//! read; a frame whose size is known is reserved at once as before.
 //!
 //! Decoded frames are split off as `Bytes` that share this allocation; that is
 //! why shrinking replaces the buffer rather than reallocating it in place.
