@@ -158,17 +158,12 @@ macro_rules! service {
             {
                 use $crate::__private::BodyCodec as _;
                 let serializer = req.serializer;
-                // Answers are often about the size of their request (echo, CRUD):
-                // size the buffer from it so encoding rarely has to grow it.
-                let capacity = req.body.len() + 64;
                 match &*req.method {
                     $(
                         ::core::stringify!($method) => {
                             let ($($arg,)*): ($($argty,)*) = serializer.decode_bytes(&req.body)?;
                             let out = self.0.$method($($arg),*).await?;
-                            let mut buf = $crate::__private::BytesMut::with_capacity(capacity);
-                            serializer.encode(&out, &mut buf)?;
-                            ::core::result::Result::Ok(buf.freeze())
+                            serializer.encode_body(&out)
                         }
                     )*
                     other => ::core::result::Result::Err($crate::RpcError::UnknownMethod {

@@ -11,12 +11,10 @@
 //! covers every attempt, resolved as per-call > per-method > default.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::BytesMut;
 use rpc_codec::{BodyCodec, OutFrame, Status};
 use rpc_core::{
     ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
@@ -39,8 +37,6 @@ struct Inner {
     method_timeouts: HashMap<String, HashMap<String, Duration>>,
     cluster: Arc<Cluster>,
     interceptors: Vec<Arc<dyn Interceptor>>,
-    /// Encoded size of the last request plus headroom: the next body's buffer size.
-    encode_hint: AtomicUsize,
 }
 
 /// A client of one server or of a set of them (a static list or a registry).
@@ -85,14 +81,8 @@ impl Client {
         R: DeserializeOwned,
     {
         let serializer = options.serializer.unwrap_or(self.inner.config.serializer);
-        // Size the buffer from the previous call so that encoding does not grow it
-        // (each growth is a realloc and a copy of what was written so far).
-        let mut body = BytesMut::with_capacity(self.inner.encode_hint.load(Ordering::Relaxed));
-        serializer.encode(args, &mut body)?;
-        self.inner
-            .encode_hint
-            .store(body.len() + body.len() / 8 + 16, Ordering::Relaxed);
-        let mut req = RpcRequest::new(service, method, serializer, body.freeze());
+        let body = serializer.encode_body(args)?;
+        let mut req = RpcRequest::new(service, method, serializer, body);
         req.metadata = options.metadata.clone();
         req.timeout = Some(
             options
@@ -163,7 +153,12 @@ impl Client {
         // Servers this call failed on: a retry goes elsewhere when it can.
         let mut failed: Vec<String> = Vec::new();
         loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            // The first try has the whole budget (no second clock reading).
+            let remaining = if attempt == 1 {
+                timeout
+            } else {
+                deadline.saturating_duration_since(Instant::now())
+            };
             let this_try = if attempt < max_tries {
                 frame.clone()
             } else {
@@ -464,7 +459,6 @@ impl ClientBuilder {
                 method_timeouts,
                 cluster,
                 interceptors: self.interceptors,
-                encode_hint: AtomicUsize::new(64),
             }),
         })
     }

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use std::panic::AssertUnwindSafe;
 use std::task::Poll;
 
+use bytes::BytesMut;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame};
@@ -32,9 +33,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
 
-use crate::dispatch::{
-    answer_frame, finish_call, start_call, InFlight, InFlightPermit, PoolJob, Reply, ServerCtx,
-};
+use crate::dispatch::{answer_frame, finish_call, start_call, InFlight, PoolJob, Reply, ServerCtx};
 use crate::router::RouteEntry;
 
 /// Decrements the open-connection gauge however the task ends.
@@ -139,7 +138,11 @@ async fn serve_halves<R, W>(
     let in_flight = Arc::new(InFlight::default());
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
+    let mut answers = Answers::new(transport.max_frame_size, transport.max_batch_bytes);
     let mut stopping = false;
+    // A frame read by the `select!` below, handled at the top of the next turn
+    // together with every frame already buffered behind it.
+    let mut next_frame: Option<Frame> = None;
 
     // Created once and pinned: re-creating these waiters on every frame would
     // re-register them (a lock each) per request.
@@ -147,37 +150,75 @@ async fn serve_halves<R, W>(
     let forced = ctx.force_close.cancelled();
     let stop = ctx.stopping.cancelled();
     tokio::pin!(closed, forced, stop);
-    loop {
+    'serve: loop {
+        // Handle the frame just read and every complete frame buffered behind
+        // it, without going back to the socket. One clock reading per call: the
+        // end of one call is the start of the next.
+        let mut clock = Instant::now();
+        loop {
+            if in_flight.get() >= max_in_flight {
+                break;
+            }
+            let frame = match next_frame.take() {
+                Some(frame) => frame,
+                None => match reader.try_next_buffered() {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => break,
+                    Err(e) => {
+                        warn!(%peer, error = %e, "closing connection: bad input from client");
+                        close.close(e.to_string());
+                        break 'serve;
+                    }
+                },
+            };
+            activity.bump();
+            let conn = Conn {
+                ctx: &ctx,
+                writer: &writer,
+                peer: peer_addr,
+                stopping,
+            };
+            let Some((call, req)) = conn.on_frame(frame, clock, &in_flight, &mut answers) else {
+                continue;
+            };
+            // Poll the handler once right here: most finish at once (no I/O),
+            // are answered into this batch and never need a slot in `direct`.
+            let mut running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
+            match futures::poll!(&mut running) {
+                Poll::Ready(outcome) => {
+                    let now = Instant::now();
+                    call.answer(&ctx, now - clock, outcome, &mut answers);
+                    clock = now;
+                }
+                Poll::Pending => {
+                    let permit = in_flight.acquire();
+                    direct.push(async move {
+                        let outcome = running.await;
+                        (call, permit, outcome)
+                    });
+                }
+            }
+            if answers.is_full() {
+                answers.flush(&writer).await;
+            }
+        }
+        // The batch is handled: its answers go to the writer in one send.
+        answers.flush(&writer).await;
+
         if stopping && in_flight.get() == 0 {
             break;
         }
         let can_read = in_flight.get() < max_in_flight;
-        // Hot branches first: while frames are buffered the loop takes the read
-        // branch without polling the waiters below (each poll of those takes a
-        // lock); they are polled when the read has to wait. A close is also
-        // noticed through one atomic load per iteration.
+        // Hot branches first: the waiters below are polled (a lock each) only
+        // when the read has to wait. A close is also noticed through one atomic
+        // load per turn.
         if close.is_closed() {
             break;
         }
         tokio::select! {
             biased;
             next = reader.next(), if can_read => match next {
-                Ok(Some(frame)) => {
-                    activity.bump();
-                    let conn = Conn { ctx: &ctx, writer: &writer, peer: peer_addr, stopping };
-                    if let Some((call, req)) = conn.on_frame(frame, &in_flight).await {
-                        // Poll the handler once right here: most finish at once
-                        // (no I/O), and then need no slot in `direct` at all.
-                        let mut running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
-                        match futures::poll!(&mut running) {
-                            Poll::Ready(outcome) => call.answer(&ctx, &writer, outcome).await,
-                            Poll::Pending => direct.push(async {
-                                let outcome = running.await;
-                                call.answer(&ctx, &writer, outcome).await
-                            }),
-                        }
-                    }
-                }
+                Ok(Some(frame)) => next_frame = Some(frame),
                 Ok(None) => {
                     close.close("the client closed the connection");
                     break;
@@ -188,7 +229,20 @@ async fn serve_halves<R, W>(
                     break;
                 }
             },
-            Some(()) = direct.next(), if !direct.is_empty() => {}
+            Some((call, permit, outcome)) = direct.next(), if !direct.is_empty() => {
+                let elapsed = call.started.elapsed();
+                call.answer(&ctx, elapsed, outcome, &mut answers);
+                drop(permit);
+                // Answer every other call that is done too, in the same batch.
+                while let Poll::Ready(Some((call, permit, outcome))) = futures::poll!(direct.next()) {
+                    let elapsed = call.started.elapsed();
+                    call.answer(&ctx, elapsed, outcome, &mut answers);
+                    drop(permit);
+                    if answers.is_full() {
+                        break;
+                    }
+                }
+            }
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
             _ = &mut closed => break,
             _ = &mut forced => {
@@ -199,6 +253,8 @@ async fn serve_halves<R, W>(
         }
     }
     drop(direct);
+    // Answers already encoded still go out (a bad frame after good ones).
+    answers.flush(&writer).await;
     // Let the writer flush what is queued (it closes the signal when done),
     // unless the server is being forced down.
     drop(writer);
@@ -214,27 +270,71 @@ async fn serve_halves<R, W>(
     debug!(%peer, reason = close.reason(), "connection closed");
 }
 
+/// The answers of one read batch, encoded back to back into one buffer and
+/// handed to the writer with one send (one queue slot, one wake-up) instead of
+/// one send per call. The buffer is split off on each flush and its space
+/// reclaimed once the writer has copied it, so a busy connection encodes its
+/// answers without allocating.
+struct Answers {
+    buf: BytesMut,
+    max_frame: usize,
+    max_batch: usize,
+}
+
+impl Answers {
+    fn new(max_frame: usize, max_batch: usize) -> Self {
+        Answers {
+            // Empty until the first answer: an idle connection costs nothing here.
+            buf: BytesMut::new(),
+            max_frame,
+            max_batch: max_batch.max(1),
+        }
+    }
+
+    fn push(&mut self, frame: OutFrame) {
+        if let Err(e) = frame.encode(&mut self.buf, self.max_frame) {
+            // Only an answer can be too large (and `finish_call` already turns
+            // an oversize result into an error): answer with the error instead
+            // of leaving the caller to its timeout.
+            let error = OutFrame::error(frame.request_id, frame.serializer, &e);
+            if let Err(e) = error.encode(&mut self.buf, self.max_frame) {
+                warn!(error = %e, request_id = frame.request_id, "answer not encodable: dropped");
+            }
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.buf.len() >= self.max_batch
+    }
+
+    async fn flush(&mut self, writer: &FrameWriter) {
+        if !self.buf.is_empty() {
+            let frames = self.buf.split().freeze();
+            // A closed writer fails every pending call on the client side.
+            let _ = writer.send(Outbound::encoded(frames)).await;
+        }
+    }
+}
+
 /// A call run on the connection task (direct dispatch), minus its request.
 struct DirectCall<'a> {
     route: &'a RouteEntry,
     id: u64,
     serializer: u8,
     started: Instant,
-    permit: InFlightPermit,
 }
 
 impl DirectCall<'_> {
-    /// Sends the answer for the call's outcome and frees its in-flight slot.
-    async fn answer(
+    /// Records the call's outcome and encodes its answer.
+    fn answer(
         self,
         ctx: &ServerCtx,
-        writer: &FrameWriter,
+        elapsed: Duration,
         outcome: std::thread::Result<Result<bytes::Bytes, RpcError>>,
+        answers: &mut Answers,
     ) {
-        let result = finish_call(ctx, self.route, self.started, outcome);
-        let frame = answer_frame(self.id, self.serializer, result);
-        let _ = writer.send(Outbound::frame(frame)).await;
-        drop(self.permit);
+        let result = finish_call(ctx, self.route, elapsed, outcome);
+        answers.push(answer_frame(self.id, self.serializer, result));
     }
 }
 
@@ -246,26 +346,26 @@ struct Conn<'a> {
 }
 
 impl<'a> Conn<'a> {
-    async fn reply(&self, frame: OutFrame) {
-        let _ = self.writer.send(Outbound::frame(frame)).await;
-    }
-
-    async fn reply_error(&self, id: u64, serializer: u8, err: RpcError) {
+    fn reply_error(&self, id: u64, serializer: u8, err: RpcError, answers: &mut Answers) {
         self.ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-        self.reply(OutFrame::error(id, serializer, &err)).await;
+        answers.push(OutFrame::error(id, serializer, &err));
     }
 
-    /// Handles one frame; returns a call for the caller to run when dispatch is direct.
-    async fn on_frame(
+    /// Handles one frame (received at `received`); returns a call for the
+    /// caller to run when dispatch is direct. Answers that need no handler
+    /// (pongs, errors) go into `answers`.
+    fn on_frame(
         &self,
         frame: Frame,
+        received: Instant,
         in_flight: &Arc<InFlight>,
+        answers: &mut Answers,
     ) -> Option<(DirectCall<'a>, RpcRequest)> {
         let id = frame.header.request_id;
         match frame.header.kind {
             FrameKind::Request => {}
             FrameKind::Ping => {
-                self.reply(OutFrame::control(FrameKind::Pong, id)).await;
+                answers.push(OutFrame::control(FrameKind::Pong, id));
                 return None;
             }
             FrameKind::Pong => return None,
@@ -278,18 +378,17 @@ impl<'a> Conn<'a> {
                 return None;
             }
         }
-        let received = Instant::now();
         self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
         let raw_ser = frame.header.serializer;
         let serializer = match SerializerKind::from_id(raw_ser) {
             Ok(s) => s,
             Err(e) => {
-                self.reply_error(id, raw_ser, e).await;
+                self.reply_error(id, raw_ser, e, answers);
                 return None;
             }
         };
         if self.stopping {
-            self.reply_error(id, raw_ser, RpcError::ShuttingDown).await;
+            self.reply_error(id, raw_ser, RpcError::ShuttingDown, answers);
             return None;
         }
         let ctx: &'a ServerCtx = self.ctx;
@@ -299,7 +398,7 @@ impl<'a> Conn<'a> {
         {
             Ok(r) => r,
             Err(e) => {
-                self.reply_error(id, raw_ser, e).await;
+                self.reply_error(id, raw_ser, e, answers);
                 return None;
             }
         };
@@ -313,7 +412,6 @@ impl<'a> Conn<'a> {
             timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64)),
             peer: Some(self.peer),
         };
-        let permit = in_flight.acquire();
         match (self.ctx.dispatch(), &self.ctx.pool) {
             (Dispatch::Pool, Some(pool)) => {
                 let job = PoolJob {
@@ -325,10 +423,10 @@ impl<'a> Conn<'a> {
                         writer: self.writer.clone(),
                         id,
                     },
-                    permit: Some(permit),
+                    permit: Some(in_flight.acquire()),
                 };
                 if let Err(busy) = job.submit(pool) {
-                    self.reply(OutFrame::error(id, raw_ser, &busy)).await;
+                    answers.push(OutFrame::error(id, raw_ser, &busy));
                 }
                 None
             }
@@ -338,7 +436,6 @@ impl<'a> Conn<'a> {
                     id,
                     serializer: raw_ser,
                     started: received,
-                    permit,
                 },
                 req,
             )),

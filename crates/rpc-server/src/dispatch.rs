@@ -86,11 +86,13 @@ pub(crate) fn start_call<'a>(
 /// Turns a call's outcome into its answer: a panic becomes a `Handler` error,
 /// an answer over `max_frame_size` a `FrameTooLarge` error (it would otherwise
 /// be dropped by the writer and leave the caller waiting for its timeout), and
-/// the outcome is recorded in the method's metrics.
+/// the outcome is recorded in the method's metrics with the call's `elapsed`
+/// time (the caller reads the clock: a connection task chains one reading per
+/// call, the end of one call being the start of the next).
 pub(crate) fn finish_call(
     ctx: &ServerCtx,
     route: &RouteEntry,
-    started: Instant,
+    elapsed: Duration,
     outcome: std::thread::Result<Result<Bytes, RpcError>>,
 ) -> Result<Bytes, RpcError> {
     let result = match outcome {
@@ -114,7 +116,7 @@ pub(crate) fn finish_call(
             Ok(body)
         }
     });
-    route.metrics.record(started.elapsed(), result.is_ok());
+    route.metrics.record(elapsed, result.is_ok());
     if result.is_err() {
         ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
     }
@@ -132,7 +134,7 @@ pub(crate) async fn execute(
     let outcome = AssertUnwindSafe(start_call(ctx, route, req))
         .catch_unwind()
         .await;
-    finish_call(ctx, route, started, outcome)
+    finish_call(ctx, route, started.elapsed(), outcome)
 }
 
 /// The binary protocol's answer frame for a call's outcome.

@@ -7,10 +7,11 @@
 //! response carrying its id. A response whose id is not pending (the call timed
 //! out or was cancelled) is dropped with a log line.
 //!
-//! Timeouts run on tokio's timer; when one fires the pending slot is removed, so
-//! nothing accumulates. When the connection breaks — read error, write error, peer
-//! close, idle timeout, `close()` — the [`CloseSignal`] records why and the reader
-//! fails every pending call at once with that reason. A call that registers while
+//! Deadlines are kept in the pending table and enforced by one sweeper task per
+//! connection (no timer per call); an expired slot is removed and its call fails
+//! with `Timeout`, so nothing accumulates. When the connection breaks — read
+//! error, write error, peer close, idle timeout, `close()` — the [`CloseSignal`]
+//! records why and the reader fails every pending call at once with that reason. A call that registers while
 //! the connection is closing sees the signal right after registering and fails
 //! too, so no call can be left pending forever.
 
@@ -19,7 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use rpc_codec::{Frame, FrameKind, OutFrame};
 use rpc_core::{RpcError, WriteMode};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -29,28 +29,21 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::heartbeat::{self, Activity};
+use crate::pending::{self, Outcome, PendingCalls};
 use crate::{CloseSignal, FrameReader, FrameWriter, Outbound, TransportConfig};
-
-type Slot = oneshot::Sender<Result<Frame, RpcError>>;
 
 /// State shared by a connection's handle and its reader task.
 #[derive(Debug)]
 struct Shared {
     peer: Arc<str>,
-    pending: DashMap<u64, Slot>,
+    pending: Arc<PendingCalls>,
     close: Arc<CloseSignal>,
 }
 
 impl Shared {
     /// Fails every pending call with the close reason.
     fn fail_all(&self) {
-        let err = self.close.error(&self.peer);
-        let ids: Vec<u64> = self.pending.iter().map(|e| *e.key()).collect();
-        for id in ids {
-            if let Some((_, slot)) = self.pending.remove(&id) {
-                let _ = slot.send(Err(err.clone()));
-            }
-        }
+        self.pending.fail_all(&self.close.error(&self.peer));
     }
 }
 
@@ -145,9 +138,11 @@ impl Connection {
     {
         let close = Arc::new(CloseSignal::new());
         let writer = FrameWriter::spawn(write_half, config, close.clone(), peer.clone());
+        let pending = Arc::new(PendingCalls::new());
+        pending::spawn_sweeper(pending.clone(), close.clone());
         let shared = Arc::new(Shared {
             peer,
-            pending: DashMap::new(),
+            pending,
             close: close.clone(),
         });
         let activity = Arc::new(Activity::default());
@@ -231,13 +226,11 @@ impl Connection {
         frame.request_id = id;
         frame.timeout_ms = timeout.as_millis().min(u32::MAX as u128) as u32;
 
-        let (tx, rx) = oneshot::channel();
-        self.shared.pending.insert(id, tx);
+        let rx = self.shared.pending.insert(id, deadline);
         let call = PendingCall {
             conn: self.clone(),
             id,
             rx,
-            deadline,
             timeout,
             service: frame.service.clone(),
             method: frame.method.clone(),
@@ -251,15 +244,26 @@ impl Connection {
             peer: self.shared.peer.to_string(),
             timeout,
         };
-        // `biased` below polls the write first: when it completes at once (the usual
-        // case) the sleep is never polled, so no timer is registered for it.
+        // The usual case: room in the write queue, queued without a timer.
+        let frame = match mode {
+            WriteMode::Async => match self.writer.offer(Outbound::frame(frame)) {
+                Ok(queued) => {
+                    queued?;
+                    return Ok(call);
+                }
+                Err(full) => full,
+            },
+            WriteMode::Sync => Outbound::frame(frame),
+        };
+        // `biased` below polls the write first: when it completes at once the
+        // sleep is never polled, so no timer is registered for it.
         let sleep = tokio::time::sleep_until(deadline);
         tokio::pin!(sleep);
         match mode {
             WriteMode::Async => {
                 tokio::select! {
                     biased;
-                    r = self.writer.send(Outbound::frame(frame)) => r?,
+                    r = self.writer.send(frame) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
                 }
             }
@@ -267,7 +271,7 @@ impl Connection {
                 let (ack_tx, ack_rx) = oneshot::channel();
                 tokio::select! {
                     biased;
-                    r = self.writer.send(Outbound { frame, ack: Some(ack_tx) }) => r?,
+                    r = self.writer.send(frame.with_ack(ack_tx)) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
                 }
                 tokio::select! {
@@ -329,8 +333,7 @@ impl Drop for Connection {
 pub struct PendingCall {
     conn: Arc<Connection>,
     id: u64,
-    rx: oneshot::Receiver<Result<Frame, RpcError>>,
-    deadline: Instant,
+    rx: oneshot::Receiver<Outcome>,
     timeout: Duration,
     service: Cow<'static, str>,
     method: Cow<'static, str>,
@@ -343,23 +346,22 @@ impl PendingCall {
         self.id
     }
 
-    /// Waits for the response frame until the call's deadline.
+    /// Waits for the response frame until the call's deadline (enforced by the
+    /// connection's deadline sweeper: one timer per connection, not per call).
     pub async fn response(mut self) -> Result<Frame, RpcError> {
-        let shared = &self.conn.shared;
-        match tokio::time::timeout_at(self.deadline, &mut self.rx).await {
-            Ok(Ok(result)) => {
-                self.answered = true;
-                result
-            }
-            Ok(Err(_)) => {
-                self.answered = true;
-                Err(shared.close.error(&shared.peer))
-            }
-            Err(_) => Err(RpcError::Timeout {
+        let outcome = (&mut self.rx).await;
+        self.answered = true;
+        match outcome {
+            Ok(Err(RpcError::Timeout { .. })) => Err(RpcError::Timeout {
                 service: self.service.to_string(),
                 method: self.method.to_string(),
                 timeout: self.timeout,
             }),
+            Ok(outcome) => outcome,
+            Err(_) => {
+                let shared = &self.conn.shared;
+                Err(shared.close.error(&shared.peer))
+            }
         }
     }
 }
@@ -368,7 +370,7 @@ impl Drop for PendingCall {
     fn drop(&mut self) {
         // The reader removed the slot when it answered; otherwise free it now.
         if !self.answered {
-            self.conn.shared.pending.remove(&self.id);
+            self.conn.shared.pending.remove(self.id);
         }
     }
 }
@@ -399,13 +401,12 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 activity.bump();
                 let id = frame.header.request_id;
                 match frame.header.kind {
-                    FrameKind::Response => match shared.pending.remove(&id) {
-                        Some((_, slot)) => {
-                            let _ = slot.send(Ok(frame));
+                    FrameKind::Response => {
+                        if !shared.pending.complete(id, Ok(frame)) {
+                            debug!(peer = %shared.peer, request_id = id,
+                                "response for a request that is no longer pending (timed out or cancelled): dropped");
                         }
-                        None => debug!(peer = %shared.peer, request_id = id,
-                            "response for a request that is no longer pending (timed out or cancelled): dropped"),
-                    },
+                    }
                     FrameKind::Ping => {
                         let _ = writer
                             .try_send(Outbound::frame(OutFrame::control(FrameKind::Pong, id)));

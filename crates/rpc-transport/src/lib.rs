@@ -11,6 +11,8 @@
 //! - [`Connection`]: the client side of a multiplexed connection — a pending map
 //!   keyed by request id, registered *before* the write, completed by the reader,
 //!   failed all at once when the connection breaks;
+//! - `pending`: the calls waiting on a connection and the one timer per
+//!   connection that times them out (no timer per call);
 //! - [`heartbeat`]: ping/pong and the idle timeout that closes dead peers;
 //! - `tls` (feature `tls`): rustls handshakes; a TLS stream is split with
 //!   `tokio::io::split`, plain TCP keeps `into_split`.
@@ -22,6 +24,7 @@ pub mod close;
 pub mod config;
 pub mod connection;
 pub mod heartbeat;
+mod pending;
 pub mod read_buffer;
 pub mod reader;
 #[cfg(feature = "tls")]

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rpc_codec::OutFrame;
 use rpc_core::RpcError;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,17 +30,47 @@ use crate::{CloseSignal, TransportConfig};
 /// Completed once the frame it travels with has been written (or failed to be).
 pub type WriteAck = oneshot::Sender<Result<(), RpcError>>;
 
-/// A frame queued for writing, with an optional write acknowledgement.
+/// What is queued for writing: one frame, or frames a connection task has
+/// already encoded back to back (see [`Outbound::encoded`]), with an optional
+/// write acknowledgement.
 #[derive(Debug)]
 pub struct Outbound {
-    pub frame: OutFrame,
-    pub ack: Option<WriteAck>,
+    payload: Payload,
+    ack: Option<WriteAck>,
+}
+
+#[derive(Debug)]
+enum Payload {
+    Frame(OutFrame),
+    Encoded(Bytes),
 }
 
 impl Outbound {
     /// A frame nobody waits on.
     pub fn frame(frame: OutFrame) -> Self {
-        Outbound { frame, ack: None }
+        Outbound {
+            payload: Payload::Frame(frame),
+            ack: None,
+        }
+    }
+
+    /// The same, with `ack` completed once it is written (`WriteMode::Sync`).
+    pub fn with_ack(self, ack: WriteAck) -> Self {
+        Outbound {
+            ack: Some(ack),
+            ..self
+        }
+    }
+
+    /// Whole frames already encoded (each checked against the frame limit by
+    /// whoever encoded it), written as they are. A server connection answers
+    /// every call of one read batch into one buffer and queues it with a single
+    /// send: one queue slot, one wake-up of the writer for the whole batch.
+    pub fn encoded(frames: Bytes) -> Self {
+        Outbound {
+            payload: Payload::Encoded(frames),
+            ack: None,
+        }
     }
 }
 
@@ -169,6 +199,19 @@ impl FrameWriter {
         }
         self.bound.take().await;
         self.push(item)
+    }
+
+    /// Queues a frame if there is room in the queue now; hands it back when the
+    /// queue is full, so the caller can wait (with [`send`](Self::send)) without
+    /// having paid for a timer on the common path.
+    // Handing the frame back by value is the point (it was moved in).
+    #[allow(clippy::result_large_err)]
+    pub fn offer(&self, item: Outbound) -> Result<Result<(), RpcError>, Outbound> {
+        if self.bound.try_take() {
+            Ok(self.push(item))
+        } else {
+            Err(item)
+        }
     }
 
     /// Queues a frame if there is room now (heartbeats, best-effort frames).
@@ -348,15 +391,20 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
 
     fn push(&mut self, item: Outbound) {
         self.taken += 1;
-        match item.frame.encode(&mut self.buf, self.max_frame) {
-            Ok(()) => {
-                if let Some(ack) = item.ack {
-                    self.acks.push(ack);
-                }
+        let encoded = match &item.payload {
+            Payload::Frame(frame) => frame.encode(&mut self.buf, self.max_frame).map_err(|e| {
+                debug!(error = %e, request_id = frame.request_id, "frame not written");
+                e
+            }),
+            Payload::Encoded(frames) => {
+                self.buf.extend_from_slice(frames);
+                Ok(())
             }
-            Err(e) => {
-                debug!(error = %e, request_id = item.frame.request_id, "frame not written");
-                if let Some(ack) = item.ack {
+        };
+        if let Some(ack) = item.ack {
+            match encoded {
+                Ok(()) => self.acks.push(ack),
+                Err(e) => {
                     let _ = ack.send(Err(e));
                 }
             }

@@ -15,7 +15,9 @@
 
 pub mod protobuf;
 
-use bytes::{BufMut, BytesMut};
+use std::cell::RefCell;
+
+use bytes::{BufMut, Bytes, BytesMut};
 use rpc_core::RpcError;
 pub use rpc_core::SerializerKind;
 use serde::de::DeserializeOwned;
@@ -36,6 +38,55 @@ pub trait BodyCodec: Copy {
     fn decode_bytes<T: DeserializeOwned>(self, body: &bytes::Bytes) -> Result<T, RpcError> {
         crate::payload::with_body(body, || self.decode(body))
     }
+
+    /// Encodes `value` into a frame body of its own, carved out of a
+    /// thread-local arena instead of a fresh allocation (see [`encode_body`]).
+    fn encode_body<T: Serialize + ?Sized>(self, value: &T) -> Result<Bytes, RpcError> {
+        encode_body(value, |v, out| self.encode(v, out))
+    }
+}
+
+/// How much room the arena takes at a time.
+const ARENA_CHUNK: usize = 64 * 1024;
+
+thread_local! {
+    /// Bodies are encoded here and split off; see [`encode_body`].
+    static ARENA: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+}
+
+/// Runs `encode` into this thread's body arena and splits the result off as a
+/// `Bytes` that shares the arena's buffer.
+///
+/// Every call's request (client) and answer (server) body used to be a
+/// `BytesMut` of its own: a malloc and a free per call. A body lives only until
+/// the writer has copied it into its batch, so the arena hands out slices of one
+/// 64 KiB buffer, and once every slice has been dropped `reserve` takes the
+/// buffer back in place: a busy thread encodes without allocating. A body that
+/// someone keeps (an interceptor holding a request) only keeps its chunk alive;
+/// the arena moves on to a new one.
+pub fn encode_body<T: ?Sized>(
+    value: &T,
+    encode: impl FnOnce(&T, &mut BytesMut) -> Result<(), RpcError>,
+) -> Result<Bytes, RpcError> {
+    ARENA.with(|arena| {
+        // A `Serialize` impl that itself encodes a body (re-entry) gets a
+        // buffer of its own instead of a borrow panic.
+        let Ok(mut arena) = arena.try_borrow_mut() else {
+            let mut out = BytesMut::new();
+            encode(value, &mut out)?;
+            return Ok(out.freeze());
+        };
+        if arena.capacity() < ARENA_CHUNK / 8 {
+            arena.reserve(ARENA_CHUNK);
+        }
+        match encode(value, &mut arena) {
+            Ok(()) => Ok(arena.split().freeze()),
+            Err(e) => {
+                arena.clear();
+                Err(e)
+            }
+        }
+    })
 }
 
 impl BodyCodec for SerializerKind {
