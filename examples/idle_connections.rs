@@ -37,6 +37,11 @@
 //!   timeout; every wait has a deadline; running out of file descriptors or
 //!   local ports ends the run with a message saying which.
 //!
+//! - `--malloc-arena-max N` runs the server with `MALLOC_ARENA_MAX=N`. It is not
+//!   set by default: measured, it changed nothing here (connections are
+//!   allocated on the two runtime workers and none are freed in between).
+//!   Results are in BENCHMARKS.md, "Idle connections (10 000 per server)".
+//!
 //! The exit status is nonzero when the server's RSS exceeds `--max-rss-mb`, when
 //! the server stopped answering, or when the connections could not be opened.
 
@@ -146,7 +151,7 @@ fn raise_fd_limit(want: u64, who: &str) -> Result<u64, String> {
             std::io::Error::last_os_error()
         ));
     }
-    let (cur, max) = (lim.rlim_cur as u64, lim.rlim_max as u64);
+    let (cur, max): (u64, u64) = (lim.rlim_cur, lim.rlim_max);
     if cur >= want {
         return Ok(cur);
     }
