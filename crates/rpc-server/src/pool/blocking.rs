@@ -11,10 +11,10 @@
 //! it is kept because it is simple, fair (strict FIFO), and gives an exact
 //! queue-length bound, which some deployments prefer.
 
+use super::sync::{AtomicUsize, Condvar, Mutex};
 use super::{Task, TaskQueue};
-use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// A bounded FIFO of tasks guarded by a mutex, with a condvar for parked
@@ -112,7 +112,7 @@ impl TaskQueue for BlockingQueue {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(brisk_loom)))]
 mod tests {
     use super::*;
     use std::sync::mpsc;

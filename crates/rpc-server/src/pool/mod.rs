@@ -70,10 +70,10 @@
 //!   that is about to park always sees a concurrent offer or close.
 
 mod blocking;
+mod sync;
 mod transfer;
 
 use blocking::BlockingQueue;
-use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use std::any::Any;
 use std::fmt;
@@ -81,10 +81,11 @@ use std::io;
 use std::ops::Deref;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
+use sync::thread::{self, JoinHandle};
+use sync::{Arc, Condvar, Mutex};
+use sync::{AtomicBool, AtomicU64, AtomicUsize};
 use transfer::TransferQueue;
 
 /// A unit of work for the pool.
@@ -175,7 +176,7 @@ impl Default for PoolConfig {
     /// core = number of CPUs, max = 8 × core, queue_size = 100 000,
     /// keep_alive = 60 s, [`QueueKind::Transfer`], name `"brisk-worker"`.
     fn default() -> Self {
-        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         PoolConfig {
             core_threads: cpus,
             max_threads: cpus.saturating_mul(8),
@@ -384,33 +385,36 @@ impl Shared {
     /// Starts a worker in a slot already taken with [`reserve_thread`]. On
     /// failure the slot is released and `first` is handed back.
     ///
+    /// (An associated function rather than a `self: &Arc<Self>` method
+    /// because under loom `Arc` is loom's, which cannot be a receiver.)
+    ///
     /// [`reserve_thread`]: Shared::reserve_thread
     fn spawn_worker(
-        self: &Arc<Self>,
+        this: &Arc<Self>,
         first: Option<Task>,
     ) -> Result<(), (Option<Task>, io::Error)> {
-        let id = self.next_id.fetch_add(1, Relaxed);
+        let id = this.next_id.fetch_add(1, Relaxed);
         // `thread::Builder::spawn` drops the closure if the OS refuses the
         // thread; park the first task in a slot so it can be recovered.
         // (Only on the grow path, which is dominated by thread creation.)
         let slot = first.map(|task| Arc::new(Mutex::new(Some(task))));
         let thread_slot = slot.clone();
-        let shared = Arc::clone(self);
+        let shared = Arc::clone(this);
         let spawned = thread::Builder::new()
-            .name(format!("{}-{}", self.name, id))
+            .name(format!("{}-{}", this.name, id))
             .spawn(move || {
                 let first = thread_slot.and_then(|slot| slot.lock().take());
                 worker_loop(&shared, first);
             });
         match spawned {
             Ok(handle) => {
-                let mut handles = self.handles.lock();
+                let mut handles = this.handles.lock();
                 handles.retain(|h| !h.is_finished());
                 handles.push(handle);
                 Ok(())
             }
             Err(e) => {
-                self.release_slot();
+                this.release_slot();
                 Err((slot.and_then(|slot| slot.lock().take()), e))
             }
         }
@@ -593,7 +597,7 @@ impl WorkerPool {
             if !pool.shared.reserve_thread() {
                 break;
             }
-            if let Err((_, e)) = pool.shared.spawn_worker(None) {
+            if let Err((_, e)) = Shared::spawn_worker(&pool.shared, None) {
                 // `pool` is dropped here, which stops the threads already started.
                 return Err(PoolError::Spawn(e));
             }
@@ -625,7 +629,7 @@ impl WorkerPool {
         // Rules 1 and 2 enqueue; rule 3 grows (falling back to the queue if a
         // concurrent submitter took the last slot first: rule 4).
         if pool < s.max && in_flight > pool && s.reserve_thread() {
-            match s.spawn_worker(Some(task)) {
+            match Shared::spawn_worker(s, Some(task)) {
                 Ok(()) => return Ok(()),
                 Err((returned, e)) => {
                     tracing::warn!(pool = %s.name, error = %e, "could not start worker thread");
@@ -649,7 +653,7 @@ impl WorkerPool {
                 // Queue full (blocking queue only). Last chance, as in
                 // `ThreadPoolExecutor`: grow if below max.
                 let task = if s.reserve_thread() {
-                    match s.spawn_worker(Some(task)) {
+                    match Shared::spawn_worker(s, Some(task)) {
                         Ok(()) => return Ok(()),
                         Err((Some(task), _)) => task,
                         Err((None, _)) => return Ok(()),
@@ -763,5 +767,8 @@ impl fmt::Debug for WorkerPool {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(brisk_loom)))]
 mod tests;
+
+#[cfg(all(test, brisk_loom))]
+mod loom_tests;

@@ -22,14 +22,38 @@
 //! which disconnects it and wakes every worker that is parked in a `select!`
 //! over both channels. The select is only used on the slow (parking) path; the
 //! fast path is a single `try_recv`.
+//!
+//! # Under loom
+//!
+//! crossbeam-channel is not loom-aware: its lock-free list, its waker and its
+//! timers run on real atomics and real parking that loom cannot see, so a
+//! model that used it would explore nothing inside it and could deadlock for
+//! real. Under `--cfg brisk_loom` this module therefore swaps in a stand-in with the
+//! same contract — unbounded, FIFO, `offer` never fails, a non-blocking fast
+//! path, a parked `poll` woken by an offer or by `close`, tasks offered after
+//! `close` still delivered — built as the mutex-and-condvar
+//! [`BlockingQueue`](super::blocking::BlockingQueue) with an unreachable
+//! capacity, i.e. on the loom primitives of `pool::sync`.
+//!
+//! So what the loom models check for [`QueueKind::Transfer`](super::QueueKind)
+//! is the *pool protocol* around this queue: that the pool's submitted counter
+//! bounds it, and the retire and shutdown races against it. The lock-free
+//! hand-off itself is not model-checked here; crossbeam-channel's internals
+//! are trusted to crossbeam's own tests, and the real channel is exercised by
+//! the ordinary unit and integration tests.
 
 use super::{Task, TaskQueue};
+#[cfg(not(brisk_loom))]
 use crossbeam_channel::{select, Receiver, Sender};
+#[cfg(not(brisk_loom))]
 use parking_lot::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(not(brisk_loom))]
+use std::time::Instant;
 
 /// An unbounded lock-free hand-off queue (bounded by the pool's submitted
 /// counter, not here).
+#[cfg(not(brisk_loom))]
 pub(crate) struct TransferQueue {
     tx: Sender<Task>,
     rx: Receiver<Task>,
@@ -38,6 +62,7 @@ pub(crate) struct TransferQueue {
     close_rx: Receiver<()>,
 }
 
+#[cfg(not(brisk_loom))]
 impl TransferQueue {
     pub(crate) fn new() -> Self {
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -51,6 +76,7 @@ impl TransferQueue {
     }
 }
 
+#[cfg(not(brisk_loom))]
 impl TaskQueue for TransferQueue {
     fn offer(&self, task: Task) -> Result<(), Task> {
         // Cannot fail while `self.rx` is alive, but give the task back rather
@@ -90,7 +116,39 @@ impl TaskQueue for TransferQueue {
     }
 }
 
-#[cfg(test)]
+/// The loom stand-in for the crossbeam-based queue (see the [module
+/// docs](self)): a [`BlockingQueue`](super::blocking::BlockingQueue) that is
+/// never full.
+#[cfg(brisk_loom)]
+pub(crate) struct TransferQueue(super::blocking::BlockingQueue);
+
+#[cfg(brisk_loom)]
+impl TransferQueue {
+    pub(crate) fn new() -> Self {
+        TransferQueue(super::blocking::BlockingQueue::new(usize::MAX))
+    }
+}
+
+#[cfg(brisk_loom)]
+impl TaskQueue for TransferQueue {
+    fn offer(&self, task: Task) -> Result<(), Task> {
+        self.0.offer(task)
+    }
+
+    fn poll(&self, timeout: Option<Duration>) -> Option<Task> {
+        self.0.poll(timeout)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn close(&self) {
+        self.0.close()
+    }
+}
+
+#[cfg(all(test, not(brisk_loom)))]
 mod tests {
     use super::*;
     use std::sync::mpsc;

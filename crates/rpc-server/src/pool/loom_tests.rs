@@ -1,0 +1,363 @@
+//! Loom models of the worker pool: the real `WorkerPool`, `BlockingQueue` and
+//! (for [`QueueKind::Transfer`]) the loom stand-in of the transfer queue, all
+//! on the loom primitives of [`super::sync`]. Compiled only with
+//! `--cfg brisk_loom`; run them with `.ci/loom`.
+//!
+//! Each model is small — two or three threads besides the pool's own, one to
+//! three tasks — and runs once per queue kind and, where a pool thread above
+//! `core_threads` waits with a time-out, once per [`TimedWaits`] policy (see
+//! `sync.rs`: `Expire` drives the retire path at every idle moment, `Never`
+//! makes a lost notification a deadlock).
+//!
+//! What every model asserts, beyond loom's own checks (no deadlock — which is
+//! how a lost wake-up or a task stranded in the queue shows up, since the
+//! models wait for their tasks on a condvar before shutting down — and no
+//! leaked `Arc`):
+//!
+//! * each task ran exactly once if `submit` accepted it and never if it was
+//!   handed back in `Rejected`;
+//! * after `shutdown` returned `true` the counters are back to rest
+//!   (`submitted`, `active`, `pool_size` all 0) and `completed`/`rejected`
+//!   match what the submitters saw.
+//!
+//! Preemptions are bounded (`LOOM_MAX_PREEMPTIONS`, default [`PREEMPTIONS`])
+//! so that each model finishes in seconds.
+
+use super::sync::{set_timed_waits, Arc, AtomicUsize, Condvar, Mutex, TimedWaits};
+use super::*;
+use std::sync::atomic::Ordering::SeqCst;
+
+/// Preemption bound when `LOOM_MAX_PREEMPTIONS` is not set.
+const PREEMPTIONS: usize = 2;
+
+const KINDS: [QueueKind; 2] = [QueueKind::Blocking, QueueKind::Transfer];
+const POLICIES: [TimedWaits; 2] = [TimedWaits::Never, TimedWaits::Expire];
+
+/// Runs `f` under loom for every queue kind and every listed timed-wait
+/// policy.
+fn check(policies: &[TimedWaits], f: impl Fn(QueueKind) + Sync + Send + 'static) {
+    let f = std::sync::Arc::new(f);
+    for kind in KINDS {
+        for &policy in policies {
+            set_timed_waits(policy);
+            let mut builder = loom::model::Builder::new();
+            if builder.preemption_bound.is_none() {
+                builder.preemption_bound = Some(PREEMPTIONS);
+            }
+            let f = std::sync::Arc::clone(&f);
+            let started = std::time::Instant::now();
+            builder.check(move || f(kind));
+            eprintln!(
+                "  model {kind:?} queue, timed waits {policy:?}: {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    set_timed_waits(TimedWaits::Never);
+}
+
+fn config(kind: QueueKind, core: usize, max: usize, queue_size: usize) -> PoolConfig {
+    PoolConfig {
+        core_threads: core,
+        max_threads: max,
+        queue_size,
+        // Ignored under loom (see `sync.rs`); nonzero so waits are timed.
+        keep_alive: Duration::from_millis(1),
+        queue: kind,
+        name: format!("loom-{kind}"),
+    }
+}
+
+/// A counter that can be waited on without spinning, so that a missing
+/// increment (a task never run) is a loom deadlock rather than a livelock.
+struct Latch {
+    count: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Latch {
+    fn new() -> Arc<Latch> {
+        Arc::new(Latch {
+            count: Mutex::new(0),
+            changed: Condvar::new(),
+        })
+    }
+
+    fn count_up(&self) {
+        *self.count.lock() += 1;
+        self.changed.notify_all();
+    }
+
+    fn wait_for(&self, n: usize) {
+        let mut count = self.count.lock();
+        while *count < n {
+            self.changed.wait(&mut count);
+        }
+    }
+}
+
+/// One task's bookkeeping: how often it ran, plus the latch every task of a
+/// model counts up when it finishes.
+struct Probe {
+    runs: Arc<AtomicUsize>,
+}
+
+impl Probe {
+    fn new() -> Probe {
+        Probe {
+            runs: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A task that records its run and counts `done` up.
+    fn task(&self, done: &Arc<Latch>) -> Task {
+        self.task_behind(done, None)
+    }
+
+    /// Like [`task`](Self::task), but first waits for `gate` to open (count
+    /// 1), so it keeps its thread busy for as long as the model wants.
+    fn task_behind(&self, done: &Arc<Latch>, gate: Option<&Arc<Latch>>) -> Task {
+        let runs = Arc::clone(&self.runs);
+        let done = Arc::clone(done);
+        let gate = gate.map(Arc::clone);
+        Box::new(move || {
+            if let Some(gate) = gate {
+                gate.wait_for(1);
+            }
+            runs.fetch_add(1, SeqCst);
+            done.count_up();
+        })
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(SeqCst)
+    }
+}
+
+/// Submits `task`; `true` if accepted. A rejected task is dropped unrun.
+fn submit(pool: &WorkerPool, task: Task) -> bool {
+    pool.submit(task).is_ok()
+}
+
+/// Blocks until `pool_size <= n`, woken by the pool's own exit notifications
+/// (every retire and every exit signals them).
+fn wait_pool_size_at_most(pool: &WorkerPool, n: usize) {
+    let s = &pool.shared;
+    let mut guard = s.exit_lock.lock();
+    while s.pool_size.load(SeqCst) > n {
+        s.exited.wait(&mut guard);
+    }
+}
+
+/// Shuts the pool down without a time limit and checks it came to rest with
+/// the given totals.
+fn shutdown_and_check(pool: &WorkerPool, completed: u64, rejected: u64) {
+    assert!(
+        pool.shutdown(Duration::MAX),
+        "untimed shutdown must succeed"
+    );
+    let stats = pool.stats();
+    assert_eq!(stats.pool_size, 0, "{stats:?}");
+    assert_eq!(stats.active, 0, "{stats:?}");
+    assert_eq!(stats.submitted, 0, "{stats:?}");
+    assert_eq!(stats.queued, 0, "{stats:?}");
+    assert_eq!(stats.completed, completed, "{stats:?}");
+    assert_eq!(stats.rejected, rejected, "{stats:?}");
+    assert!(
+        stats.largest_pool_size <= pool.config().max_threads,
+        "{stats:?}"
+    );
+}
+
+/// Two concurrent submitters, a core thread and room to grow: both tasks are
+/// accepted (two tasks never exceed the bound) and each runs exactly once.
+#[test]
+fn concurrent_submits_run_exactly_once() {
+    check(&POLICIES, |kind| {
+        let pool = Arc::new(WorkerPool::new(config(kind, 1, 2, 1)).expect("valid config"));
+        let done = Latch::new();
+        let (a, b) = (Probe::new(), Probe::new());
+
+        let submitter = {
+            let pool = Arc::clone(&pool);
+            let task = b.task(&done);
+            loom::thread::spawn(move || submit(&pool, task))
+        };
+        assert!(submit(&pool, a.task(&done)), "task a rejected");
+        assert!(submitter.join().expect("submitter"), "task b rejected");
+
+        // Both must run without any shutdown to push them: a lost wake-up or
+        // a stranded task deadlocks here.
+        done.wait_for(2);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+        shutdown_and_check(&pool, 2, 0);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+    });
+}
+
+/// `max_threads = 1`, `queue_size = 1`, every task held busy: of three
+/// concurrent submits exactly two are accepted (one running, one queued — for
+/// the transfer queue via the `queue_size + max_threads` submitted bound), the
+/// third is handed back, nothing is lost and nothing runs twice.
+#[test]
+fn bound_holds_and_third_submit_is_rejected() {
+    check(&POLICIES, |kind| {
+        let pool = Arc::new(WorkerPool::new(config(kind, 0, 1, 1)).expect("valid config"));
+        let done = Latch::new();
+        let gate = Latch::new();
+        let probes: Vec<Probe> = (0..3).map(|_| Probe::new()).collect();
+
+        let submitters: Vec<_> = probes[1..]
+            .iter()
+            .map(|probe| {
+                let pool = Arc::clone(&pool);
+                let task = probe.task_behind(&done, Some(&gate));
+                loom::thread::spawn(move || submit(&pool, task))
+            })
+            .collect();
+        let mut accepted = vec![submit(&pool, probes[0].task_behind(&done, Some(&gate)))];
+        for submitter in submitters {
+            accepted.push(submitter.join().expect("submitter"));
+        }
+
+        let n_accepted = accepted.iter().filter(|&&ok| ok).count();
+        assert_eq!(n_accepted, 2, "accepted: {accepted:?}");
+        let stats = pool.stats();
+        assert!(stats.queued <= 1, "{stats:?}");
+        assert!(stats.pool_size <= 1, "{stats:?}");
+        assert_eq!(stats.rejected, 1, "{stats:?}");
+
+        gate.count_up();
+        done.wait_for(2);
+        shutdown_and_check(&pool, 2, 1);
+        for (probe, ok) in probes.iter().zip(&accepted) {
+            assert_eq!(probe.runs(), usize::from(*ok), "accepted: {accepted:?}");
+        }
+    });
+}
+
+/// Two core threads start and park on the empty queue while two tasks are
+/// offered: each offer's notification must reach a parked worker (no lost or
+/// stolen wake-up), so both tasks run before shutdown. (The offers come from
+/// one thread: a second submitter thread made the model ~70× larger — over
+/// six minutes — without adding an interleaving of the wake-up itself, since
+/// offers serialise on the queue lock.)
+#[test]
+fn parked_workers_are_woken_by_offers() {
+    // Core threads wait without a time-out: the policy does not matter.
+    check(&[TimedWaits::Never], |kind| {
+        let pool = WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config");
+        let done = Latch::new();
+        let (a, b) = (Probe::new(), Probe::new());
+
+        assert!(submit(&pool, a.task(&done)), "task a rejected");
+        assert!(submit(&pool, b.task(&done)), "task b rejected");
+
+        done.wait_for(2);
+        assert_eq!(pool.stats().pool_size, 2, "core threads never retire");
+        shutdown_and_check(&pool, 2, 0);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+    });
+}
+
+/// `core_threads = 0`: the only thread is idle (about to retire, under
+/// `Expire`) while a second task is submitted. The task must still run —
+/// either the retiring thread sees it and stays, or the submitter starts a new
+/// one — and once idle the pool must shrink back to zero threads on its own.
+#[test]
+fn retiring_thread_never_strands_a_concurrent_submit() {
+    check(&POLICIES, |kind| {
+        let pool = WorkerPool::new(config(kind, 0, 1, 1)).expect("valid config");
+        let done = Latch::new();
+        let (a, b) = (Probe::new(), Probe::new());
+
+        assert!(submit(&pool, a.task(&done)), "task a rejected");
+        done.wait_for(1);
+        // The worker is now finishing `a`, polling, timing out or retiring.
+        assert!(submit(&pool, b.task(&done)), "task b rejected");
+        done.wait_for(2);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+
+        if set_policy_is_expire() {
+            // Idle threads above core (here: all of them) retire by themselves.
+            wait_pool_size_at_most(&pool, 0);
+            assert_eq!(pool.stats().pool_size, 0);
+        }
+        shutdown_and_check(&pool, 2, 0);
+    });
+}
+
+/// One core thread, room for one more: two concurrent tasks may grow the pool
+/// to two threads; once idle the extra one retires and the core one stays
+/// (under `Expire`), and the remaining core thread still picks up a new task.
+#[test]
+fn idle_threads_retire_down_to_core() {
+    check(&POLICIES, |kind| {
+        let pool = Arc::new(WorkerPool::new(config(kind, 1, 2, 1)).expect("valid config"));
+        let done = Latch::new();
+        let probes: Vec<Probe> = (0..3).map(|_| Probe::new()).collect();
+
+        let submitter = {
+            let pool = Arc::clone(&pool);
+            let task = probes[1].task(&done);
+            loom::thread::spawn(move || submit(&pool, task))
+        };
+        assert!(submit(&pool, probes[0].task(&done)), "task 0 rejected");
+        assert!(submitter.join().expect("submitter"), "task 1 rejected");
+        done.wait_for(2);
+
+        if set_policy_is_expire() {
+            wait_pool_size_at_most(&pool, 1);
+            assert_eq!(pool.stats().pool_size, 1, "the core thread must stay");
+        }
+        assert!(submit(&pool, probes[2].task(&done)), "task 2 rejected");
+        done.wait_for(3);
+        shutdown_and_check(&pool, 3, 0);
+        for probe in &probes {
+            assert_eq!(probe.runs(), 1);
+        }
+    });
+}
+
+/// A submit racing `shutdown`: the task is either handed back (and never
+/// runs) or accepted and run exactly once — and, since `shutdown` returned
+/// `true` only after every pool thread exited, an accepted task has run by the
+/// time both calls have returned. Once with a core thread, once with none
+/// (the submitter has to start the thread itself).
+#[test]
+fn submit_racing_shutdown_is_rejected_or_run() {
+    for core in [1, 0] {
+        check(&POLICIES, move |kind| {
+            let pool = Arc::new(WorkerPool::new(config(kind, core, 1, 1)).expect("valid config"));
+            let done = Latch::new();
+            let probe = Probe::new();
+
+            let submitter = {
+                let pool = Arc::clone(&pool);
+                let task = probe.task(&done);
+                loom::thread::spawn(move || submit(&pool, task))
+            };
+            assert!(
+                pool.shutdown(Duration::MAX),
+                "untimed shutdown must succeed"
+            );
+            let accepted = submitter.join().expect("submitter");
+
+            assert_eq!(probe.runs(), usize::from(accepted), "core = {core}");
+            let stats = pool.stats();
+            assert_eq!(stats.pool_size, 0, "core = {core}: {stats:?}");
+            assert_eq!(stats.submitted, 0, "core = {core}: {stats:?}");
+            assert_eq!(stats.completed, u64::from(accepted), "{stats:?}");
+            assert_eq!(stats.rejected, u64::from(!accepted), "{stats:?}");
+            assert!(
+                !submit(&pool, Probe::new().task(&done)),
+                "submit after shutdown"
+            );
+        });
+    }
+}
+
+/// Whether the model runs under [`TimedWaits::Expire`].
+fn set_policy_is_expire() -> bool {
+    super::sync::timed_waits() == TimedWaits::Expire
+}
