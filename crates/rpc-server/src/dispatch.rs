@@ -21,8 +21,7 @@ use rpc_codec::OutFrame;
 use rpc_core::{
     Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler,
 };
-use rpc_transport::{FrameWriter, Outbound};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -186,8 +185,12 @@ impl InFlight {
 
 /// Where a pooled call's outcome goes.
 pub(crate) enum Reply {
-    /// A binary-protocol connection: answer frame with this request id.
-    Frame { writer: FrameWriter, id: u64 },
+    /// A binary-protocol connection: an answer frame with this request id, sent
+    /// to the connection task (which writes it).
+    Frame {
+        answers: mpsc::Sender<OutFrame>,
+        id: u64,
+    },
     /// An in-process waiter (the HTTP gateway).
     Channel(oneshot::Sender<Result<Bytes, RpcError>>),
 }
@@ -196,8 +199,9 @@ impl Reply {
     /// Delivers from a worker thread. A caller that has gone away is not an error.
     fn deliver_blocking(self, serializer: u8, result: Result<Bytes, RpcError>) {
         match self {
-            Reply::Frame { writer, id } => {
-                let _ = writer.blocking_send(Outbound::frame(answer_frame(id, serializer, result)));
+            Reply::Frame { answers, id } => {
+                // A closed connection has nobody to answer: not an error.
+                let _ = answers.blocking_send(answer_frame(id, serializer, result));
             }
             Reply::Channel(tx) => {
                 let _ = tx.send(result);
