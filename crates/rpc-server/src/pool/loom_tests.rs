@@ -45,10 +45,16 @@ fn check(policies: &[TimedWaits], f: impl Fn(QueueKind) + Sync + Send + 'static)
                 builder.preemption_bound = Some(PREEMPTIONS);
             }
             let f = std::sync::Arc::clone(&f);
+            let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let counter = std::sync::Arc::clone(&executions);
             let started = std::time::Instant::now();
-            builder.check(move || f(kind));
+            builder.check(move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                f(kind)
+            });
             eprintln!(
-                "  model {kind:?} queue, timed waits {policy:?}: {:.1} s",
+                "  model {kind:?} queue, timed waits {policy:?}: {} executions, {:.1} s",
+                executions.load(std::sync::atomic::Ordering::Relaxed),
                 started.elapsed().as_secs_f64()
             );
         }

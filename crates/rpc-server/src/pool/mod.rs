@@ -64,7 +64,12 @@
 //!   before shutdown becomes visible. Draining workers exit only once nothing
 //!   is queued and `submitted ≤ active` (every accepted task is running
 //!   somewhere), so an accepted task that is still on its way into the queue
-//!   is never abandoned.
+//!   is never abandoned. `shutdown` waits for `submitted == 0` as well as for
+//!   `pool_size == 0`: with no thread left (`core_threads == 0`), an accepted
+//!   submitter may not have started the thread for its task yet when
+//!   `shutdown` looks (found by the loom models, see `sync.rs` and
+//!   `loom_tests.rs`; before the fix `shutdown` returned `true` with that
+//!   task still to run, on a thread it never joined).
 //! * *Lost wake-ups.* Each queue's `poll` re-checks for tasks and for `close`
 //!   under the same synchronisation the producer uses to publish, so a worker
 //!   that is about to park always sees a concurrent offer or close.
@@ -348,6 +353,27 @@ impl Shared {
         Rejected(task)
     }
 
+    /// Un-counts a task that `submit` had already added to `submitted` and
+    /// rejects it. A `shutdown` may be waiting for `submitted` to reach zero
+    /// (see [`WorkerPool::shutdown`]), so tell it — only needed once the flag
+    /// is set: we decrement before we read the flag and `shutdown` sets the
+    /// flag before it reads `submitted` (all `SeqCst`), so if we read `false`
+    /// here, `shutdown` sees the decrement.
+    fn withdraw(&self, task: Task) -> Rejected {
+        self.submitted.fetch_sub(1, SeqCst);
+        if self.shutdown.load(SeqCst) {
+            self.notify_exit();
+        }
+        self.reject(task)
+    }
+
+    /// Whether `shutdown` must keep waiting: a thread holds a slot, or an
+    /// accepted task has not finished — possibly one whose submitter has not
+    /// yet started the thread that will run it.
+    fn busy(&self) -> bool {
+        self.pool_size.load(SeqCst) > 0 || self.submitted.load(SeqCst) > 0
+    }
+
     /// Reserves a thread slot if the pool is below `max_threads`.
     fn reserve_thread(&self) -> bool {
         let mut n = self.pool_size.load(SeqCst);
@@ -374,9 +400,10 @@ impl Shared {
         self.notify_exit();
     }
 
-    /// Wakes `shutdown` waiters after `pool_size` went down.
+    /// Wakes `shutdown` waiters after `pool_size` (or, on the reject path,
+    /// `submitted`) went down.
     fn notify_exit(&self) {
-        // Take the lock so a `shutdown` that just checked `pool_size` and is
+        // Take the lock so a `shutdown` that just checked `busy()` and is
         // about to wait cannot miss this notification.
         let _guard = self.exit_lock.lock();
         self.exited.notify_all();
@@ -620,8 +647,7 @@ impl WorkerPool {
         }
         let in_flight = s.submitted.fetch_add(1, SeqCst) + 1;
         if in_flight > s.submit_limit || s.shutdown.load(SeqCst) {
-            s.submitted.fetch_sub(1, SeqCst);
-            return Err(s.reject(task));
+            return Err(s.withdraw(task));
         }
 
         let mut task = task;
@@ -639,8 +665,7 @@ impl WorkerPool {
                     };
                     if s.pool_size.load(SeqCst) == 0 {
                         // Nobody would ever take it from the queue.
-                        s.submitted.fetch_sub(1, SeqCst);
-                        return Err(s.reject(returned));
+                        return Err(s.withdraw(returned));
                     }
                     task = returned;
                 }
@@ -661,8 +686,7 @@ impl WorkerPool {
                 } else {
                     task
                 };
-                s.submitted.fetch_sub(1, SeqCst);
-                Err(s.reject(task))
+                Err(s.withdraw(task))
             }
         }
     }
@@ -701,8 +725,10 @@ impl WorkerPool {
     }
 
     /// Stops accepting tasks, lets the threads finish everything already
-    /// accepted (running and queued), and waits up to `timeout` for all of
-    /// them to exit. Returns `true` if they all did (threads are then joined);
+    /// accepted (running, queued, or accepted by a `submit` still racing this
+    /// call), and waits up to `timeout` for all of it to finish and all
+    /// threads to exit. Returns `true` if they all did (threads are then
+    /// joined);
     /// `false` on timeout, in which case they keep draining in the background
     /// and `shutdown` may be called again.
     ///
@@ -716,7 +742,7 @@ impl WorkerPool {
         loop {
             {
                 let mut guard = s.exit_lock.lock();
-                while s.pool_size.load(SeqCst) > 0 {
+                while s.busy() {
                     match deadline {
                         None => s.exited.wait(&mut guard),
                         Some(deadline) => {
@@ -727,12 +753,13 @@ impl WorkerPool {
                     }
                 }
             }
-            if s.pool_size.load(SeqCst) > 0 {
+            if s.busy() {
                 return false;
             }
-            // Every thread has given up its slot; joining only waits for the
-            // last few instructions of each. Loop in case a submitter that was
-            // accepted just before shutdown started one more thread.
+            // Every accepted task has finished and every thread has given up
+            // its slot; joining only waits for the last few instructions of
+            // each. Loop in case a submitter that was accepted just before
+            // shutdown started one more thread.
             let handles = std::mem::take(&mut *s.handles.lock());
             if handles.is_empty() {
                 return true;

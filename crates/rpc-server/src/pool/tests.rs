@@ -587,3 +587,65 @@ fn concurrent_submit_and_shutdown_loses_nothing() {
         }
     }
 }
+
+/// Regression test for the bug the loom model
+/// `submit_racing_shutdown_is_rejected_or_run` found: with no thread alive
+/// (`core_threads = 0`), a submit that has counted its task and seen no
+/// shutdown flag, but has not yet started the thread for it, must hold
+/// `shutdown` off until that task has run. Before the fix `shutdown` saw
+/// `pool_size == 0` and returned `true` at once; the task then ran on a thread
+/// it never joined. The submitter's steps are replayed by hand here, so the
+/// interleaving is forced rather than hoped for.
+#[test]
+fn shutdown_waits_for_an_accepted_task_whose_thread_is_not_started_yet() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 0, 1, 1)).unwrap();
+        let s = Arc::clone(&pool.shared);
+        // `submit`: counted, and the shutdown flag was still clear …
+        s.submitted.fetch_add(1, Ordering::SeqCst);
+        // … then the submitter is preempted. Shutdown must not claim success.
+        assert!(!pool.shutdown(Duration::from_millis(20)), "{kind}");
+        // The submitter resumes: it grows a thread for its task.
+        let (tx, rx) = mpsc::channel();
+        assert!(s.reserve_thread(), "{kind}");
+        let task: Task = Box::new(move || {
+            tx.send(()).ok();
+        });
+        if let Err((_, e)) = Shared::spawn_worker(&s, Some(task)) {
+            panic!("{kind}: spawn failed: {e}");
+        }
+        assert!(pool.shutdown(WAIT), "{kind}");
+        assert!(
+            rx.try_recv().is_ok(),
+            "{kind}: shutdown returned before the accepted task ran"
+        );
+        assert_eq!(pool.stats().submitted, 0, "{kind}");
+        assert_eq!(pool.stats().pool_size, 0, "{kind}");
+    }
+}
+
+/// The other half of that fix: a submit that counted its task and then finds
+/// the shutdown flag set withdraws the task, and must wake a `shutdown` that
+/// is waiting for `submitted` to drain (otherwise it would sleep until its
+/// timeout).
+#[test]
+fn withdrawn_submit_wakes_a_waiting_shutdown() {
+    for kind in KINDS {
+        let pool = Arc::new(WorkerPool::new(config(kind, 0, 1, 1)).unwrap());
+        pool.shared.submitted.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = mpsc::channel();
+        let waiter = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || {
+                tx.send(pool.shutdown(WAIT)).ok();
+            })
+        };
+        assert!(eventually(|| pool.is_shutdown()), "{kind}");
+        // What `submit` does when its re-check sees the flag.
+        drop(pool.shared.withdraw(Box::new(|| {})));
+        // Well before `WAIT`, which a missed notification would take.
+        assert_eq!(rx.recv_timeout(WAIT / 2), Ok(true), "{kind}");
+        waiter.join().unwrap();
+        assert_eq!(pool.stats().rejected, 1, "{kind}");
+    }
+}
