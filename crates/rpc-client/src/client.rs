@@ -20,6 +20,7 @@ use rpc_core::{
     ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
     WriteMode,
 };
+use rpc_transport::Started;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
@@ -223,14 +224,27 @@ impl Client {
         // An open shared connection is taken without arming a timer.
         let lease = match endpoint.connections().ready() {
             Some(lease) => lease,
-            None => tokio::time::timeout_at(deadline, endpoint.connections().acquire())
-                .await
-                .map_err(|_| timeout_err())??,
+            // Boxed: connecting (TCP, TLS) is a large future that would
+            // otherwise sit in every call's state.
+            None => Box::pin(tokio::time::timeout_at(
+                deadline,
+                endpoint.connections().acquire(),
+            ))
+            .await
+            .map_err(|_| timeout_err())??,
         };
-        let pending = lease
+        // Registered and queued without awaiting in the usual case, so this
+        // future holds no send state (see `Connection::start`).
+        let pending = match lease
             .connection()
-            .send_until(frame, write_mode, deadline, remaining)
-            .await?;
+            .start(frame, write_mode, deadline, remaining)?
+        {
+            Started::Sent(call) => call,
+            Started::Waiting(call, wait) => {
+                wait.await?;
+                call
+            }
+        };
         let hold_until_response =
             matches!(lease, Lease::Pooled(_)) && self.inner.config.pool_hold == PoolHold::Response;
         let lease = if hold_until_response {

@@ -176,46 +176,65 @@ impl Header {
 }
 
 /// The meta section of a request: who is called, with which metadata.
+///
+/// The names stay where they arrived: `Meta` keeps the meta section (a slice of
+/// the read buffer) and the positions of the two names in it, so parsing a
+/// request's meta costs no allocation and one reference count, and the names
+/// are validated as UTF-8 once, here.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Meta {
-    service: Bytes,
-    method: Bytes,
+    raw: Bytes,
+    service: (u32, u32),
+    method: (u32, u32),
     /// Call metadata (string key/values); empty costs nothing.
     pub metadata: Metadata,
 }
 
 impl Meta {
-    /// The service name (validated UTF-8 at decode time).
+    /// The service name.
     pub fn service(&self) -> &str {
-        std::str::from_utf8(&self.service).unwrap_or_default()
+        self.name(self.service)
     }
 
-    /// The method name (validated UTF-8 at decode time).
+    /// The method name.
     pub fn method(&self) -> &str {
-        std::str::from_utf8(&self.method).unwrap_or_default()
+        self.name(self.method)
+    }
+
+    fn name(&self, (start, len): (u32, u32)) -> &str {
+        let bytes = &self.raw[start as usize..(start + len) as usize];
+        // SAFETY: `parse` checked that this range of `raw` is valid UTF-8, and
+        // neither `raw` nor the ranges change afterwards (private fields). An
+        // empty `Meta` has empty ranges.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 
     /// Parses a meta section. Empty input is an empty meta (responses, heartbeats).
-    pub fn parse(mut raw: Bytes) -> Result<Meta, RpcError> {
+    pub fn parse(raw: Bytes) -> Result<Meta, RpcError> {
         if raw.is_empty() {
             return Ok(Meta::default());
         }
-        let service = take_str(&mut raw, 1, "service")?;
-        let method = take_str(&mut raw, 1, "method")?;
-        let count = take_len(&mut raw, 2, "metadata count")?;
+        let mut at = 0usize;
+        let service = take_str(&raw, &mut at, 1, "service")?;
+        let method = take_str(&raw, &mut at, 1, "method")?;
+        let count = take_len(&raw, &mut at, 2, "metadata count")?;
         let mut metadata = Metadata::new();
         for _ in 0..count {
-            let k = take_str(&mut raw, 2, "metadata key")?;
-            let v = take_str(&mut raw, 2, "metadata value")?;
-            metadata.insert(utf8(&k), utf8(&v));
+            let (k, klen) = take_str(&raw, &mut at, 2, "metadata key")?;
+            let (v, vlen) = take_str(&raw, &mut at, 2, "metadata value")?;
+            let text = |start: u32, len: u32| {
+                String::from_utf8_lossy(&raw[start as usize..(start + len) as usize]).into_owned()
+            };
+            metadata.insert(text(k, klen), text(v, vlen));
         }
-        if !raw.is_empty() {
+        if at != raw.len() {
             return Err(RpcError::Protocol(format!(
                 "{} trailing bytes after the meta section",
-                raw.len()
+                raw.len() - at
             )));
         }
         Ok(Meta {
+            raw,
             service,
             method,
             metadata,
@@ -223,38 +242,40 @@ impl Meta {
     }
 }
 
-fn utf8(b: &Bytes) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn take_len(raw: &mut Bytes, width: usize, what: &str) -> Result<usize, RpcError> {
-    if raw.len() < width {
+/// Reads a big-endian length of `width` bytes (1 or 2) at `*at`.
+fn take_len(raw: &[u8], at: &mut usize, width: usize, what: &str) -> Result<usize, RpcError> {
+    let Some(field) = raw.get(*at..*at + width) else {
         return Err(RpcError::Protocol(format!(
             "meta section truncated in {what} length"
         )));
-    }
-    let len = if width == 1 {
-        raw[0] as usize
-    } else {
-        u16::from_be_bytes([raw[0], raw[1]]) as usize
     };
-    let _ = raw.split_to(width);
+    let len = if width == 1 {
+        field[0] as usize
+    } else {
+        u16::from_be_bytes([field[0], field[1]]) as usize
+    };
+    *at += width;
     Ok(len)
 }
 
-fn take_str(raw: &mut Bytes, width: usize, what: &str) -> Result<Bytes, RpcError> {
-    let len = take_len(raw, width, what)?;
-    if raw.len() < len {
+/// Reads a length-prefixed UTF-8 string at `*at`; returns its (start, len).
+fn take_str(raw: &[u8], at: &mut usize, width: usize, what: &str) -> Result<(u32, u32), RpcError> {
+    let len = take_len(raw, at, width, what)?;
+    let start = *at;
+    let Some(s) = raw.get(start..start + len) else {
         return Err(RpcError::Protocol(format!(
             "meta section truncated in {what}: need {len} bytes, have {}",
-            raw.len()
+            raw.len() - start
         )));
-    }
-    let s = raw.split_to(len);
-    if std::str::from_utf8(&s).is_err() {
+    };
+    // Names are nearly always ASCII: one fast word-wise scan instead of the
+    // full UTF-8 state machine.
+    if !s.is_ascii() && std::str::from_utf8(s).is_err() {
         return Err(RpcError::Protocol(format!("{what} is not valid UTF-8")));
     }
-    Ok(s)
+    *at += len;
+    // The meta section is at most a frame (u32 lengths).
+    Ok((start as u32, len as u32))
 }
 
 /// A decoded frame: header, meta and body (a zero-copy slice of the read buffer).

@@ -9,7 +9,7 @@
 //! serializer cannot lend its input (JSON writes bytes as numbers), the bytes
 //! are copied as usual — the result is the same.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Deref;
 
@@ -18,35 +18,41 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 thread_local! {
-    /// The frame body being decoded on this thread, if any.
-    static CURRENT_BODY: RefCell<Option<Bytes>> = const { RefCell::new(None) };
+    /// The frame body being decoded on this thread, if any (null otherwise).
+    /// A plain pointer, not a cloned `Bytes`: setting and restoring it is a
+    /// store each, where a clone would be two atomic reference-count updates.
+    static CURRENT_BODY: Cell<*const Bytes> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Sets the body that borrowed slices may come from while `f` runs.
 pub(crate) fn with_body<R>(body: &Bytes, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Bytes>);
+    /// Puts the previous pointer back when `f` returns or unwinds, so the
+    /// pointer is never left set beyond the borrow of `body`.
+    struct Restore(*const Bytes);
     impl Drop for Restore {
         fn drop(&mut self) {
-            let previous = self.0.take();
-            CURRENT_BODY.with(|c| *c.borrow_mut() = previous);
+            CURRENT_BODY.with(|c| c.set(self.0));
         }
     }
-    let previous = CURRENT_BODY.with(|c| c.borrow_mut().replace(body.clone()));
+    let previous = CURRENT_BODY.with(|c| c.replace(body as *const Bytes));
     let _restore = Restore(previous);
     f()
 }
 
 fn share_or_copy(v: &[u8]) -> Bytes {
-    CURRENT_BODY.with(|c| {
-        if let Some(body) = c.borrow().as_ref() {
-            let start = body.as_ptr() as usize;
-            let p = v.as_ptr() as usize;
-            if p >= start && p + v.len() <= start + body.len() {
-                return body.slice_ref(v);
-            }
+    let body = CURRENT_BODY.with(|c| c.get());
+    if !body.is_null() {
+        // SAFETY: the pointer is only non-null inside `with_body`, which holds
+        // the `&Bytes` it points to borrowed for the whole time it is set, and
+        // it is only read on the thread that set it.
+        let body = unsafe { &*body };
+        let start = body.as_ptr() as usize;
+        let p = v.as_ptr() as usize;
+        if p >= start && p + v.len() <= start + body.len() {
+            return body.slice_ref(v);
         }
-        Bytes::copy_from_slice(v)
-    })
+    }
+    Bytes::copy_from_slice(v)
 }
 
 /// Binary data that decodes as a slice of the received frame (no copy) with
@@ -199,6 +205,6 @@ mod tests {
     fn the_recorded_body_does_not_leak_past_the_call() {
         let body = encode(SerializerKind::MsgPack, &(Payload::from(vec![9u8; 10]),));
         let _: (Payload,) = SerializerKind::MsgPack.decode_bytes(&body).unwrap();
-        CURRENT_BODY.with(|c| assert!(c.borrow().is_none()));
+        CURRENT_BODY.with(|c| assert!(c.get().is_null()));
     }
 }

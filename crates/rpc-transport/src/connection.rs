@@ -16,8 +16,11 @@
 //! too, so no call can be left pending forever.
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rpc_codec::{Frame, FrameKind, OutFrame};
@@ -207,11 +210,32 @@ impl Connection {
     /// a timeout error reports).
     pub async fn send_until(
         self: &Arc<Self>,
-        mut frame: OutFrame,
+        frame: OutFrame,
         mode: WriteMode,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<PendingCall, RpcError> {
+        match self.start(frame, mode, deadline, timeout)? {
+            Started::Sent(call) => Ok(call),
+            Started::Waiting(call, wait) => {
+                wait.await?;
+                Ok(call)
+            }
+        }
+    }
+
+    /// The synchronous part of [`send_until`](Self::send_until): registers the
+    /// request and, in the usual case (async write mode, room in the write
+    /// queue), queues it — without awaiting anything, so a caller's future holds
+    /// no send state at all. Otherwise the returned [`WriteWait`] finishes the
+    /// write (it must be awaited before the call counts as sent).
+    pub fn start(
+        self: &Arc<Self>,
+        mut frame: OutFrame,
+        mode: WriteMode,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Started, RpcError> {
         let size = frame.encoded_len();
         if size > self.max_frame_size {
             return Err(RpcError::FrameTooLarge {
@@ -240,20 +264,38 @@ impl Connection {
             return Err(self.shared.close.error(&self.shared.peer));
         }
 
-        let write_timeout = || RpcError::WriteTimeout {
-            peer: self.shared.peer.to_string(),
-            timeout,
-        };
         // The usual case: room in the write queue, queued without a timer.
         let frame = match mode {
             WriteMode::Async => match self.writer.offer(Outbound::frame(frame)) {
                 Ok(queued) => {
                     queued?;
-                    return Ok(call);
+                    return Ok(Started::Sent(call));
                 }
                 Err(full) => full,
             },
             WriteMode::Sync => Outbound::frame(frame),
+        };
+        // Waiting (for room, or for the write itself) is boxed: its timer and
+        // select state would otherwise sit in every call's future, which is
+        // moved on every call.
+        let conn = self.clone();
+        let wait =
+            Box::pin(async move { conn.write_waiting(frame, mode, deadline, timeout).await });
+        Ok(Started::Waiting(call, WriteWait(wait)))
+    }
+
+    /// The slow half of [`send_until`](Self::send_until): waits for room in the
+    /// write queue and, with [`WriteMode::Sync`], for the write, until `deadline`.
+    async fn write_waiting(
+        &self,
+        frame: Outbound,
+        mode: WriteMode,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), RpcError> {
+        let write_timeout = || RpcError::WriteTimeout {
+            peer: self.shared.peer.to_string(),
+            timeout,
         };
         // `biased` below polls the write first: when it completes at once the
         // sleep is never polled, so no timer is registered for it.
@@ -285,7 +327,7 @@ impl Connection {
                 }
             }
         }
-        Ok(call)
+        Ok(())
     }
 
     /// True until the connection breaks or is closed.
@@ -322,6 +364,34 @@ impl Connection {
 impl Drop for Connection {
     fn drop(&mut self) {
         self.shared.close.close("connection handle dropped");
+    }
+}
+
+/// What [`Connection::start`] did with a request.
+#[derive(Debug)]
+pub enum Started {
+    /// Registered and queued for writing: await the call's response.
+    Sent(PendingCall),
+    /// Registered; the write still has to wait (for room in the write queue, or
+    /// for the write itself in [`WriteMode::Sync`]): await the [`WriteWait`] first.
+    Waiting(PendingCall, WriteWait),
+}
+
+/// The waiting half of a send; resolves once the request is queued (async
+/// write mode) or written (sync), or with the write error or timeout.
+pub struct WriteWait(Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send>>);
+
+impl std::fmt::Debug for WriteWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WriteWait")
+    }
+}
+
+impl Future for WriteWait {
+    type Output = Result<(), RpcError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.as_mut().poll(cx)
     }
 }
 

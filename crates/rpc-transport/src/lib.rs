@@ -33,7 +33,7 @@ pub mod writer;
 
 pub use close::CloseSignal;
 pub use config::{IoCounters, TransportConfig};
-pub use connection::{connect, Connection, PendingCall};
+pub use connection::{connect, Connection, PendingCall, Started, WriteWait};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::FrameReader;
 pub use writer::{FrameWriter, Outbound, WriteAck};
