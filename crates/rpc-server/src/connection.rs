@@ -294,12 +294,36 @@ async fn serve_halves<R, W>(
             outbox.push(frame);
         }
     }
-    tokio::select! {
-        r = outbox.finish() => if let Err(e) = r {
-            debug!(%peer, error = %e, "answers not written at close");
+    let written = tokio::select! {
+        r = outbox.finish() => match r {
+            Ok(()) => true,
+            Err(e) => {
+                debug!(%peer, error = %e, "answers not written at close");
+                false
+            }
         },
-        _ = ctx.force_close.cancelled() => close.close("server shut down"),
-        _ = tokio::time::sleep(Duration::from_secs(5)) => close.close("answers not written within 5 s of closing"),
+        _ = ctx.force_close.cancelled() => {
+            close.close("server shut down");
+            false
+        }
+        _ = tokio::time::sleep(Duration::from_secs(5)) => {
+            close.close("answers not written within 5 s of closing");
+            false
+        }
+    };
+    if written {
+        // Lingering close: the write side is shut (the client sees end of
+        // stream after the last answer); read and discard until the client
+        // closes too, for at most a second. Closing a socket with unread input
+        // makes the kernel send a reset, which can destroy answers the client
+        // has not read yet. Requests read here are not run; their callers get
+        // the connection's close as error.
+        let drain = async { while let Ok(Some(_)) = reader.next().await {} };
+        tokio::select! {
+            _ = drain => {}
+            _ = ctx.force_close.cancelled() => {}
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
     }
     close.close("connection finished");
     debug!(%peer, reason = close.reason(), "connection closed");
