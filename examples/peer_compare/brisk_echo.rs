@@ -1,11 +1,12 @@
-//! brisk: direct dispatch, `fixed` connections = C, msgpack, async write mode.
+//! brisk: direct dispatch (or `pool` with the transfer queue for `brisk-pool`),
+//! `fixed` connections = C, msgpack, async write mode.
 
 use std::net::SocketAddr;
 use std::sync::mpsc;
 
 use brisk::{
-    async_trait, Client, ConnectType, Dispatch, Payload, RpcError, SerializerKind, Server,
-    ServerConfig, WriteMode,
+    async_trait, Client, ConnectType, Dispatch, Payload, QueueKind, RpcError, SerializerKind,
+    Server, ServerConfig, WriteMode,
 };
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -30,10 +31,15 @@ impl Echo for EchoImpl {
 }
 
 /// Serves until `stop` fires; reports the bound address on `ready`.
-pub async fn serve(stop: oneshot::Receiver<()>, ready: mpsc::Sender<Result<SocketAddr, String>>) {
-    let config = ServerConfig::default()
+pub async fn serve(
+    stop: oneshot::Receiver<()>,
+    ready: mpsc::Sender<Result<SocketAddr, String>>,
+    dispatch: Dispatch,
+) {
+    let mut config = ServerConfig::default()
         .with_addr("127.0.0.1:0")
-        .with_dispatch(Dispatch::Direct);
+        .with_dispatch(dispatch);
+    config.pool.queue = QueueKind::Transfer;
     match Server::builder()
         .config(config)
         .service(EchoServer::new(EchoImpl))

@@ -64,6 +64,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use brisk::Dispatch;
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use tokio::runtime::Runtime;
@@ -114,6 +115,8 @@ enum Format {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Impl {
     Brisk,
+    /// brisk with `pool` dispatch and the transfer queue (handlers on worker threads).
+    BriskPool,
     Raw,
     Tarpc,
     Tonic,
@@ -123,6 +126,7 @@ impl Impl {
     fn name(self) -> &'static str {
         match self {
             Impl::Brisk => "brisk",
+            Impl::BriskPool => "brisk-pool",
             Impl::Raw => "raw",
             Impl::Tarpc => "tarpc",
             Impl::Tonic => "tonic",
@@ -132,10 +136,13 @@ impl Impl {
     fn parse(s: &str) -> Result<Impl, String> {
         match s.trim() {
             "brisk" => Ok(Impl::Brisk),
+            "brisk-pool" => Ok(Impl::BriskPool),
             "raw" => Ok(Impl::Raw),
             "tarpc" => Ok(Impl::Tarpc),
             "tonic" => Ok(Impl::Tonic),
-            other => Err(format!("unknown impl `{other}` (brisk, raw, tarpc, tonic)")),
+            other => Err(format!(
+                "unknown impl `{other}` (brisk, brisk-pool, raw, tarpc, tonic)"
+            )),
         }
     }
 }
@@ -302,7 +309,8 @@ fn run_once(imp: Impl, config: Config, args: &Args) -> Result<Sample, String> {
     let (stop_tx, stop_rx) = oneshot::channel();
     let (ready_tx, ready_rx) = mpsc::channel();
     match imp {
-        Impl::Brisk => server_rt.spawn(brisk_echo::serve(stop_rx, ready_tx)),
+        Impl::Brisk => server_rt.spawn(brisk_echo::serve(stop_rx, ready_tx, Dispatch::Direct)),
+        Impl::BriskPool => server_rt.spawn(brisk_echo::serve(stop_rx, ready_tx, Dispatch::Pool)),
         Impl::Raw => server_rt.spawn(raw::serve(stop_rx, ready_tx)),
         Impl::Tarpc => server_rt.spawn(tarpc_echo::serve(stop_rx, ready_tx)),
         Impl::Tonic => server_rt.spawn(tonic_echo::serve(stop_rx, ready_tx)),
@@ -328,7 +336,9 @@ fn run_once(imp: Impl, config: Config, args: &Args) -> Result<Sample, String> {
         done: done_tx,
     };
     match imp {
-        Impl::Brisk => client_rt.spawn(d.drive(brisk_echo::connect(addr, config.conns))),
+        Impl::Brisk | Impl::BriskPool => {
+            client_rt.spawn(d.drive(brisk_echo::connect(addr, config.conns)))
+        }
         Impl::Raw => client_rt.spawn(d.drive(raw::connect(addr, config.conns))),
         Impl::Tarpc => client_rt.spawn(d.drive(tarpc_echo::connect(addr, config.conns))),
         Impl::Tonic => client_rt.spawn(d.drive(tonic_echo::connect(addr, config.conns))),

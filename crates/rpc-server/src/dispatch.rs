@@ -210,6 +210,25 @@ impl Reply {
     }
 }
 
+/// Runs a call on a pool thread. Most handlers finish without waiting on
+/// anything, so the call is first polled once, inside the runtime's context (a
+/// handler may use tokio's timers or spawn) but without `block_on`, whose
+/// runtime entry and parking cost more than a short handler itself; only a call
+/// that is still pending is handed to `block_on`, which goes on polling the
+/// same future.
+fn run_on_worker(ctx: &ServerCtx, route: &RouteEntry, req: RpcRequest) -> Result<Bytes, RpcError> {
+    let mut call = std::pin::pin!(execute(ctx, route, req));
+    let first = {
+        let _runtime = ctx.runtime.enter();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        call.as_mut().poll(&mut cx)
+    };
+    match first {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => ctx.runtime.block_on(call),
+    }
+}
+
 /// One call handed to the worker pool.
 pub(crate) struct PoolJob {
     pub ctx: Arc<ServerCtx>,
@@ -243,7 +262,7 @@ impl PoolJob {
                     timeout,
                 })
             }
-            None => ctx.runtime.block_on(execute(&ctx, &route, req)),
+            None => run_on_worker(&ctx, &route, req),
         };
         reply.deliver_blocking(serializer, result);
         drop(permit);
