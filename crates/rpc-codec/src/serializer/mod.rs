@@ -49,9 +49,18 @@ pub trait BodyCodec: Copy {
 /// How much room the arena takes at a time.
 const ARENA_CHUNK: usize = 64 * 1024;
 
+/// A thread's body arena and the size of the last body encoded in it.
+struct Arena {
+    buf: BytesMut,
+    last_len: usize,
+}
+
 thread_local! {
     /// Bodies are encoded here and split off; see [`encode_body`].
-    static ARENA: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+    static ARENA: RefCell<Arena> = RefCell::new(Arena {
+        buf: BytesMut::new(),
+        last_len: 0,
+    });
 }
 
 /// Runs `encode` into this thread's body arena and splits the result off as a
@@ -64,6 +73,10 @@ thread_local! {
 /// buffer back in place: a busy thread encodes without allocating. A body that
 /// someone keeps (an interceptor holding a request) only keeps its chunk alive;
 /// the arena moves on to a new one.
+///
+/// Room is reserved up front for twice the last body encoded on this thread:
+/// large bodies (100 KiB echoes) would otherwise outgrow the arena while being
+/// written, reallocating and copying what was written so far, on every call.
 pub fn encode_body<T: ?Sized>(
     value: &T,
     encode: impl FnOnce(&T, &mut BytesMut) -> Result<(), RpcError>,
@@ -76,13 +89,19 @@ pub fn encode_body<T: ?Sized>(
             encode(value, &mut out)?;
             return Ok(out.freeze());
         };
-        if arena.capacity() < ARENA_CHUNK / 8 {
-            arena.reserve(ARENA_CHUNK);
+        let Arena { buf, last_len } = &mut *arena;
+        // Capped: one huge body should not make the next small ones reserve huge chunks.
+        let want = (*last_len).clamp(ARENA_CHUNK / 8, 1 << 20);
+        if buf.capacity() < want {
+            buf.reserve(ARENA_CHUNK.max(2 * want));
         }
-        match encode(value, &mut arena) {
-            Ok(()) => Ok(arena.split().freeze()),
+        match encode(value, buf) {
+            Ok(()) => {
+                *last_len = buf.len();
+                Ok(buf.split().freeze())
+            }
             Err(e) => {
-                arena.clear();
+                buf.clear();
                 Err(e)
             }
         }
