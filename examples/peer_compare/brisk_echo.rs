@@ -35,11 +35,16 @@ pub async fn serve(
     stop: oneshot::Receiver<()>,
     ready: mpsc::Sender<Result<SocketAddr, String>>,
     dispatch: Dispatch,
+    pool_max_threads: Option<usize>,
 ) {
     let mut config = ServerConfig::default()
         .with_addr("127.0.0.1:0")
         .with_dispatch(dispatch);
     config.pool.queue = QueueKind::Transfer;
+    if let Some(max) = pool_max_threads {
+        config.pool.max_threads = max;
+        config.pool.core_threads = config.pool.core_threads.min(max);
+    }
     match Server::builder()
         .config(config)
         .service(EchoServer::new(EchoImpl))

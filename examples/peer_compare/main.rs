@@ -95,6 +95,10 @@ struct Args {
     /// Worker threads of the server runtime.
     #[arg(long, default_value_t = 1)]
     server_threads: usize,
+    /// `brisk-pool` only: the worker pool's `max_threads` (default: the pool's
+    /// default, 8 × CPUs); core threads are capped to it.
+    #[arg(long)]
+    pool_max_threads: Option<usize>,
     /// Worker threads of the client runtime.
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
@@ -309,8 +313,15 @@ fn run_once(imp: Impl, config: Config, args: &Args) -> Result<Sample, String> {
     let (stop_tx, stop_rx) = oneshot::channel();
     let (ready_tx, ready_rx) = mpsc::channel();
     match imp {
-        Impl::Brisk => server_rt.spawn(brisk_echo::serve(stop_rx, ready_tx, Dispatch::Direct)),
-        Impl::BriskPool => server_rt.spawn(brisk_echo::serve(stop_rx, ready_tx, Dispatch::Pool)),
+        Impl::Brisk => {
+            server_rt.spawn(brisk_echo::serve(stop_rx, ready_tx, Dispatch::Direct, None))
+        }
+        Impl::BriskPool => server_rt.spawn(brisk_echo::serve(
+            stop_rx,
+            ready_tx,
+            Dispatch::Pool,
+            args.pool_max_threads,
+        )),
         Impl::Raw => server_rt.spawn(raw::serve(stop_rx, ready_tx)),
         Impl::Tarpc => server_rt.spawn(tarpc_echo::serve(stop_rx, ready_tx)),
         Impl::Tonic => server_rt.spawn(tonic_echo::serve(stop_rx, ready_tx)),
