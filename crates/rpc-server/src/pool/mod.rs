@@ -747,22 +747,32 @@ impl WorkerPool {
                         None => s.exited.wait(&mut guard),
                         Some(deadline) => {
                             if s.exited.wait_until(&mut guard, deadline).timed_out() {
+                                if s.busy() {
+                                    return false;
+                                }
                                 break;
                             }
                         }
                     }
                 }
             }
-            if s.busy() {
-                return false;
-            }
-            // Every accepted task has finished and every thread has given up
-            // its slot; joining only waits for the last few instructions of
-            // each. Loop in case a submitter that was accepted just before
-            // shutdown started one more thread.
+            // The pool was at rest when we looked: every accepted task had
+            // finished and every thread had given up its slot, so joining
+            // only waits for the last few instructions of each. One thing can
+            // still move: a thread that was retiring when shutdown began may
+            // take its slot back because it saw a task in flight a moment ago
+            // (`try_retire`). It is a live thread with a handle here; it sees
+            // the flag, drains and exits, so join it rather than re-check
+            // `busy()` — the re-check made `shutdown` return `false`, as if
+            // timed out, even with no time limit (found by the loom models).
+            // Loop in case a submitter that was accepted just before shutdown
+            // started one more thread.
             let handles = std::mem::take(&mut *s.handles.lock());
             if handles.is_empty() {
-                return true;
+                if !s.busy() {
+                    return true;
+                }
+                continue; // a slot was taken back after we looked: wait again
             }
             for handle in handles {
                 if handle.thread().id() == me {
