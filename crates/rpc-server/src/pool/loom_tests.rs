@@ -262,7 +262,7 @@ fn bound_holds_and_third_submit_is_rejected() {
 #[test]
 fn parked_worker_is_woken_by_an_offer() {
     // Core threads wait without a time-out: the policy does not matter.
-    check(3, &[TimedWaits::Never], |kind| {
+    check(4, &[TimedWaits::Never], |kind| {
         let pool = WorkerPool::new(config(kind, 1, 1, 1)).expect("valid config");
         let done = Latch::new();
         let (a, b) = (Probe::new(), Probe::new());
@@ -277,23 +277,24 @@ fn parked_worker_is_woken_by_an_offer() {
     });
 }
 
-/// Two core threads park while two tasks are offered back to back: each
-/// offer's `notify_one` must reach a parked worker, and a worker woken for a
-/// task another worker already took must park again rather than leave the
-/// second task behind. (The offers come from one thread: a second submitter
-/// thread made the model ~70× larger — over six minutes at two preemptions —
-/// without adding an interleaving of the wake-up itself, since offers
-/// serialise on the queue lock. Even so this model only affords one
-/// preemption.)
+/// Two core threads park while two tasks are offered concurrently from two
+/// threads: each offer's `notify_one` must reach a parked worker, and a worker
+/// woken for a task another worker already took must park again rather than
+/// leave the second task behind — or the model deadlocks in `wait_for(2)`.
 #[test]
 fn two_parked_workers_are_woken_by_two_offers() {
-    check(1, &[TimedWaits::Never], |kind| {
-        let pool = WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config");
+    check(2, &[TimedWaits::Never], |kind| {
+        let pool = Arc::new(WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config"));
         let done = Latch::new();
         let (a, b) = (Probe::new(), Probe::new());
 
+        let submitter = {
+            let pool = Arc::clone(&pool);
+            let task = b.task(&done);
+            loom::thread::spawn(move || submit(&pool, task))
+        };
         assert!(submit(&pool, a.task(&done)), "task a rejected");
-        assert!(submit(&pool, b.task(&done)), "task b rejected");
+        assert!(submitter.join().expect("submitter"), "task b rejected");
         done.wait_for(2);
         assert_eq!(pool_size(&pool), 2, "core threads never retire");
         shutdown_and_check(&pool, 2, 0);
