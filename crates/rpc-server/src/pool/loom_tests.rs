@@ -1,6 +1,5 @@
 //! Loom models of the worker pool: the real `WorkerPool`, `BlockingQueue` and
-//! (for [`QueueKind::Transfer`]) the loom stand-in of the transfer queue, all
-//! on the loom primitives of [`super::sync`]. Compiled only with
+//! `TransferQueue`, all on the loom primitives of [`super::sync`]. Compiled only with
 //! `--cfg brisk_loom`; run them with `.ci/loom`.
 //!
 //! Each model is small — two or three threads besides the pool's own, one to
@@ -297,6 +296,30 @@ fn two_parked_workers_are_woken_by_two_offers() {
         assert!(submitter.join().expect("submitter"), "task b rejected");
         done.wait_for(2);
         assert_eq!(pool_size(&pool), 2, "core threads never retire");
+        shutdown_and_check(&pool, 2, 0);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+    });
+}
+
+/// Two parked core threads; task a blocks until task b has run, and both are
+/// offered back to back. Whichever worker takes a is stuck in it, so b must
+/// reach the *other* worker: for the transfer queue, which wakes only one
+/// worker at a time, that is the wake-up passed on by the worker that took a
+/// while b was queued. Without it b waits behind a forever — a deadlock here.
+#[test]
+fn a_blocked_worker_does_not_strand_a_queued_task() {
+    check(2, &[TimedWaits::Never], |kind| {
+        let pool = WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config");
+        let done = Latch::new();
+        let (a, b) = (Probe::new(), Probe::new());
+
+        // a waits for `done` to reach 1, which only b's completion does.
+        assert!(
+            submit(&pool, a.task_behind(&done, Some(&done))),
+            "task a rejected"
+        );
+        assert!(submit(&pool, b.task(&done)), "task b rejected");
+        done.wait_for(2);
         shutdown_and_check(&pool, 2, 0);
         assert_eq!((a.runs(), b.runs()), (1, 1));
     });

@@ -39,12 +39,12 @@
 //! * [`QueueKind::Blocking`] (`blocking.rs`) — `LinkedBlockingQueue`: a mutex
 //!   and condvar around a `VecDeque`, bounded by `queue_size` queued tasks.
 //! * [`QueueKind::Transfer`] (`transfer.rs`, the default) —
-//!   `LinkedTransferQueue` as Motan uses it: a lock-free crossbeam channel that
-//!   hands tasks straight to parked workers. A lock-free queue cannot cheaply
-//!   enforce a capacity, so, like Motan, the *pool* bounds it with the
-//!   submitted-task counter it already keeps for the rule above: a submit is
-//!   rejected when submitted (queued + running) would exceed
-//!   `queue_size + max_threads`.
+//!   `LinkedTransferQueue` as Motan uses it: a hand-off queue that wakes the
+//!   most recently parked worker, one at a time (a burst of tasks wakes
+//!   workers as the queue needs them, not all at once). Like Motan, the
+//!   *pool* bounds it with the submitted-task counter it already keeps for the
+//!   rule above: a submit is rejected when submitted (queued + running) would
+//!   exceed `queue_size + max_threads`.
 //!
 //! # Correctness notes
 //!
@@ -77,8 +77,8 @@
 //! # Model checking
 //!
 //! These claims are checked with [loom](https://docs.rs/loom), as tokio
-//! checks its own primitives: `sync.rs` lets this module, `blocking.rs` and a
-//! loom stand-in for the transfer queue run on loom's primitives under
+//! checks its own primitives: `sync.rs` lets this module, `blocking.rs` and
+//! `transfer.rs` run on loom's primitives under
 //! `RUSTFLAGS="--cfg brisk_loom"`, and `loom_tests.rs` explores every
 //! interleaving of small models (exactly-once, the bound, wake-ups, retiring,
 //! submit racing shutdown) up to a preemption bound. Run them with
