@@ -172,7 +172,7 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub format: Option<Vec<OutFormat>>,
 
-    /// Directory for results, SVG charts and report.html [default: none; presets: bench-results/<preset>]
+    /// Directory for results, SVG charts and report.html [default: none; presets: bench-results/{preset}]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
