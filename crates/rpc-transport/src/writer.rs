@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use rpc_codec::OutFrame;
 use rpc_core::RpcError;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,28 +30,17 @@ use crate::{CloseSignal, TransportConfig};
 /// Completed once the frame it travels with has been written (or failed to be).
 pub type WriteAck = oneshot::Sender<Result<(), RpcError>>;
 
-/// What is queued for writing: one frame, or frames a connection task has
-/// already encoded back to back (see [`Outbound::encoded`]), with an optional
-/// write acknowledgement.
+/// A frame queued for writing, with an optional write acknowledgement.
 #[derive(Debug)]
 pub struct Outbound {
-    payload: Payload,
+    frame: OutFrame,
     ack: Option<WriteAck>,
-}
-
-#[derive(Debug)]
-enum Payload {
-    Frame(OutFrame),
-    Encoded(Bytes),
 }
 
 impl Outbound {
     /// A frame nobody waits on.
     pub fn frame(frame: OutFrame) -> Self {
-        Outbound {
-            payload: Payload::Frame(frame),
-            ack: None,
-        }
+        Outbound { frame, ack: None }
     }
 
     /// The same, with `ack` completed once it is written (`WriteMode::Sync`).
@@ -59,17 +48,6 @@ impl Outbound {
         Outbound {
             ack: Some(ack),
             ..self
-        }
-    }
-
-    /// Whole frames already encoded (each checked against the frame limit by
-    /// whoever encoded it), written as they are. A server connection answers
-    /// every call of one read batch into one buffer and queues it with a single
-    /// send: one queue slot, one wake-up of the writer for the whole batch.
-    pub fn encoded(frames: Bytes) -> Self {
-        Outbound {
-            payload: Payload::Encoded(frames),
-            ack: None,
         }
     }
 }
@@ -221,18 +199,6 @@ impl FrameWriter {
                 peer: self.peer.to_string(),
                 reason: "write queue full".into(),
             });
-        }
-        self.push(item)
-    }
-
-    /// Queues a frame from a thread outside the runtime (worker pool threads),
-    /// blocking while the queue is full.
-    pub fn blocking_send(&self, item: Outbound) -> Result<(), RpcError> {
-        if !self.bound.try_take() {
-            if self.tx.is_closed() {
-                return Err(self.closed_error());
-            }
-            futures::executor::block_on(self.bound.take());
         }
         self.push(item)
     }
@@ -391,16 +357,13 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
 
     fn push(&mut self, item: Outbound) {
         self.taken += 1;
-        let encoded = match &item.payload {
-            Payload::Frame(frame) => frame.encode(&mut self.buf, self.max_frame).map_err(|e| {
-                debug!(error = %e, request_id = frame.request_id, "frame not written");
+        let encoded = item
+            .frame
+            .encode(&mut self.buf, self.max_frame)
+            .map_err(|e| {
+                debug!(error = %e, request_id = item.frame.request_id, "frame not written");
                 e
-            }),
-            Payload::Encoded(frames) => {
-                self.buf.extend_from_slice(frames);
-                Ok(())
-            }
-        };
+            });
         if let Some(ack) = item.ack {
             match encoded {
                 Ok(()) => self.acks.push(ack),
