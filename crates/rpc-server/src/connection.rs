@@ -56,7 +56,9 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, trace, warn};
 
-use crate::dispatch::{answer_frame, finish_call, start_call, InFlight, PoolJob, Reply, ServerCtx};
+use crate::dispatch::{
+    answer_frame, finish_call, start_call, InFlight, PoolJob, Reply, ServerCtx, RUNNING, STOPPING,
+};
 use crate::router::RouteEntry;
 
 /// Decrements the open-connection gauge however the task ends.
@@ -175,6 +177,16 @@ async fn serve_halves<R, W>(
     let stop = ctx.stopping.cancelled();
     tokio::pin!(closed, forced, stop);
     'serve: loop {
+        // A shutdown is noticed here, before the frame just read is served:
+        // the waiters in the `select!` below lose the race against that read.
+        match ctx.stop_level.load(Ordering::Relaxed) {
+            RUNNING => {}
+            STOPPING => stopping = true,
+            _ => {
+                close.close("server shut down before this connection's calls finished");
+                break;
+            }
+        }
         // Handle the frame just read and every complete frame buffered behind
         // it, without going back to the socket. One clock reading per call: the
         // end of one call is the start of the next.

@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,11 +41,35 @@ pub(crate) struct ServerCtx {
     pub stopping: CancellationToken,
     /// Fired when the grace period ran out: close everything now.
     pub force_close: CancellationToken,
+    /// The two tokens above as one atomic (`RUNNING`, `STOPPING`, `FORCED`),
+    /// read by connection tasks once per batch: a token is only noticed when
+    /// its waiter is polled, after the frame read beside it has been served.
+    pub stop_level: AtomicU8,
     pub stats: Arc<ServerStats>,
     pub metrics: Metrics,
 }
 
+/// [`ServerCtx::stop_level`]: serving.
+pub(crate) const RUNNING: u8 = 0;
+/// [`ServerCtx::stop_level`]: graceful shutdown, new calls are refused.
+pub(crate) const STOPPING: u8 = 1;
+/// [`ServerCtx::stop_level`]: closing everything now.
+pub(crate) const FORCED: u8 = 2;
+
 impl ServerCtx {
+    /// Starts a graceful shutdown: new calls are answered `ShuttingDown`.
+    pub fn stop_gracefully(&self) {
+        self.stop_level.fetch_max(STOPPING, Ordering::SeqCst);
+        self.stopping.cancel();
+    }
+
+    /// Closes every connection now; no call read after this is served.
+    pub fn stop_now(&self) {
+        self.stop_level.store(FORCED, Ordering::SeqCst);
+        self.stopping.cancel();
+        self.force_close.cancel();
+    }
+
     pub fn dispatch(&self) -> Dispatch {
         self.config.dispatch
     }

@@ -12,7 +12,7 @@
 //! the entries to expire with their lease, as a crash would (see `registration`).
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -184,6 +184,7 @@ impl ServerBuilder {
             config: self.config,
             stopping: CancellationToken::new(),
             force_close: CancellationToken::new(),
+            stop_level: AtomicU8::new(crate::dispatch::RUNNING),
             stats: Arc::new(ServerStats::default()),
         });
         let tracker = TaskTracker::new();
@@ -352,7 +353,7 @@ impl ServerHandle {
                 warn!(error = %e, "deregistering failed; the entries expire with their lease");
             }
         }
-        self.ctx.stopping.cancel();
+        self.ctx.stop_gracefully();
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
         }
@@ -366,10 +367,10 @@ impl ServerHandle {
                 ?grace,
                 "shutdown grace period over: closing remaining connections"
             );
-            self.ctx.force_close.cancel();
+            self.ctx.stop_now();
             let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
         }
-        self.ctx.force_close.cancel();
+        self.ctx.stop_now();
         if let Some(pool) = self.ctx.pool.clone() {
             let _ =
                 tokio::task::spawn_blocking(move || pool.shutdown(Duration::from_secs(2))).await;
@@ -384,7 +385,6 @@ impl ServerHandle {
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        self.ctx.stopping.cancel();
-        self.ctx.force_close.cancel();
+        self.ctx.stop_now();
     }
 }

@@ -1,11 +1,11 @@
 //! [`Connection`]: the client side of one multiplexed TCP connection.
 //!
-//! Many calls share one connection. Each call takes a fresh request id, puts a
-//! one-shot completion slot in the pending map **before** its frame is queued (a
-//! local server can answer before the write call even returns), hands the frame to
-//! the [`FrameWriter`], and waits for the reader task to complete the slot with the
-//! response carrying its id. A response whose id is not pending (the call timed
-//! out or was cancelled) is dropped with a log line.
+//! Many calls share one connection. Each call takes a slot in the pending table
+//! **before** its frame is queued (a local server can answer before the write
+//! call even returns) — the slot's request id goes on the wire — encodes the
+//! frame into the [`FrameWriter`]'s buffer, and waits for the reader task to
+//! complete the slot with the response carrying its id. A response whose id is
+//! not pending (the call timed out or was cancelled) is dropped with a log line.
 //!
 //! Deadlines are kept in the pending table and enforced by one sweeper task per
 //! connection (no timer per call); an expired slot is removed and its call fails
@@ -18,7 +18,6 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -32,8 +31,9 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::heartbeat::{self, Activity};
-use crate::pending::{self, Outcome, PendingCalls};
-use crate::{CloseSignal, FrameReader, FrameWriter, Outbound, TransportConfig};
+use crate::pending::{self, PendingCalls};
+use crate::writer::Offer;
+use crate::{CloseSignal, FrameReader, FrameWriter, TransportConfig};
 
 /// State shared by a connection's handle and its reader task.
 #[derive(Debug)]
@@ -55,7 +55,6 @@ impl Shared {
 pub struct Connection {
     shared: Arc<Shared>,
     writer: FrameWriter,
-    next_id: AtomicU64,
     max_frame_size: usize,
 }
 
@@ -171,7 +170,6 @@ impl Connection {
         Arc::new(Connection {
             shared,
             writer,
-            next_id: AtomicU64::new(1),
             max_frame_size: config.max_frame_size,
         })
     }
@@ -246,15 +244,12 @@ impl Connection {
         if self.shared.close.is_closed() {
             return Err(self.shared.close.error(&self.shared.peer));
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.shared.pending.insert(deadline);
         frame.request_id = id;
         frame.timeout_ms = timeout.as_millis().min(u32::MAX as u128) as u32;
-
-        let rx = self.shared.pending.insert(id, deadline);
         let call = PendingCall {
             conn: self.clone(),
             id,
-            rx,
             timeout,
             service: frame.service.clone(),
             method: frame.method.clone(),
@@ -264,17 +259,10 @@ impl Connection {
             return Err(self.shared.close.error(&self.shared.peer));
         }
 
-        // The usual case: room in the write queue, queued without a timer.
-        let frame = match mode {
-            WriteMode::Async => match self.writer.offer(Outbound::frame(frame)) {
-                Ok(queued) => {
-                    queued?;
-                    return Ok(Started::Sent(call));
-                }
-                Err(full) => full,
-            },
-            WriteMode::Sync => Outbound::frame(frame),
-        };
+        // The usual case: room in the write buffer, encoded there at once.
+        if mode == WriteMode::Async && self.writer.offer(&frame)? == Offer::Queued {
+            return Ok(Started::Sent(call));
+        }
         // Waiting (for room, or for the write itself) is boxed: its timer and
         // select state would otherwise sit in every call's future, which is
         // moved on every call.
@@ -288,7 +276,7 @@ impl Connection {
     /// write queue and, with [`WriteMode::Sync`], for the write, until `deadline`.
     async fn write_waiting(
         &self,
-        frame: Outbound,
+        frame: OutFrame,
         mode: WriteMode,
         deadline: Instant,
         timeout: Duration,
@@ -305,7 +293,7 @@ impl Connection {
             WriteMode::Async => {
                 tokio::select! {
                     biased;
-                    r = self.writer.send(frame) => r?,
+                    r = self.writer.send(&frame, None) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
                 }
             }
@@ -313,7 +301,7 @@ impl Connection {
                 let (ack_tx, ack_rx) = oneshot::channel();
                 tokio::select! {
                     biased;
-                    r = self.writer.send(frame.with_ack(ack_tx)) => r?,
+                    r = self.writer.send(&frame, Some(ack_tx)) => r?,
                     _ = &mut sleep => return Err(write_timeout()),
                 }
                 tokio::select! {
@@ -403,7 +391,6 @@ impl Future for WriteWait {
 pub struct PendingCall {
     conn: Arc<Connection>,
     id: u64,
-    rx: oneshot::Receiver<Outcome>,
     timeout: Duration,
     service: Cow<'static, str>,
     method: Cow<'static, str>,
@@ -419,16 +406,17 @@ impl PendingCall {
     /// Waits for the response frame until the call's deadline (enforced by the
     /// connection's deadline sweeper: one timer per connection, not per call).
     pub async fn response(mut self) -> Result<Frame, RpcError> {
-        let outcome = (&mut self.rx).await;
+        let outcome = std::future::poll_fn(|cx| self.conn.shared.pending.poll(self.id, cx)).await;
+        // Collected (or never there): the slot is free.
         self.answered = true;
         match outcome {
-            Ok(Err(RpcError::Timeout { .. })) => Err(RpcError::Timeout {
+            Some(Err(RpcError::Timeout { .. })) => Err(RpcError::Timeout {
                 service: self.service.to_string(),
                 method: self.method.to_string(),
                 timeout: self.timeout,
             }),
-            Ok(outcome) => outcome,
-            Err(_) => {
+            Some(outcome) => outcome,
+            None => {
                 let shared = &self.conn.shared;
                 Err(shared.close.error(&shared.peer))
             }
@@ -438,7 +426,7 @@ impl PendingCall {
 
 impl Drop for PendingCall {
     fn drop(&mut self) {
-        // The reader removed the slot when it answered; otherwise free it now.
+        // Collected by `response`; otherwise free the slot now.
         if !self.answered {
             self.conn.shared.pending.remove(self.id);
         }
@@ -478,8 +466,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                         }
                     }
                     FrameKind::Ping => {
-                        let _ = writer
-                            .try_send(Outbound::frame(OutFrame::control(FrameKind::Pong, id)));
+                        let _ = writer.try_send(&OutFrame::control(FrameKind::Pong, id));
                     }
                     FrameKind::Pong => {}
                     kind => {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rpc_codec::{FrameKind, OutFrame};
 
-use crate::{CloseSignal, FrameWriter, Outbound};
+use crate::{CloseSignal, FrameWriter};
 
 /// Frames received on a connection, bumped by its reader.
 #[derive(Debug, Default)]
@@ -70,8 +70,7 @@ pub fn spawn(
             if let Some(w) = &pinger {
                 if idle >= interval {
                     ping_id = ping_id.wrapping_add(1);
-                    let _ =
-                        w.try_send(Outbound::frame(OutFrame::control(FrameKind::Ping, ping_id)));
+                    let _ = w.try_send(&OutFrame::control(FrameKind::Ping, ping_id));
                 }
             }
         }

@@ -5,12 +5,12 @@
 //! - [`FrameReader`]: reads frames through an [`AdaptiveReadBuffer`] that grows
 //!   under load, jumps straight to a large frame's announced size, and shrinks
 //!   when idle (seed 002 traced a throughput dip to a fixed read-buffer strategy);
-//! - [`FrameWriter`]: the single writer task of a connection, which coalesces every
-//!   queued frame into one `write` (flushing when its queue drains, up to a byte
-//!   cap) and acknowledges `WriteMode::Sync` callers once their bytes are out;
-//! - [`Connection`]: the client side of a multiplexed connection — a pending map
-//!   keyed by request id, registered *before* the write, completed by the reader,
-//!   failed all at once when the connection breaks;
+//! - [`FrameWriter`]: a connection's write buffer, which callers encode their
+//!   frames into, and the writer task that writes everything queued with one
+//!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out;
+//! - [`Connection`]: the client side of a multiplexed connection — a pending
+//!   table whose slots the request ids name, taken *before* the write, completed
+//!   by the reader, failed all at once when the connection breaks;
 //! - `pending`: the calls waiting on a connection and the one timer per
 //!   connection that times them out (no timer per call);
 //! - [`heartbeat`]: ping/pong and the idle timeout that closes dead peers;
@@ -36,4 +36,4 @@ pub use config::{IoCounters, TransportConfig};
 pub use connection::{connect, Connection, PendingCall, Started, WriteWait};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::FrameReader;
-pub use writer::{FrameWriter, Outbound, WriteAck};
+pub use writer::{FrameWriter, Offer, WriteAck};

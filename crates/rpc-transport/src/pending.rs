@@ -19,24 +19,31 @@
 //! and sleeps again: its cost is independent of the call rate. A call never
 //! times out early; it may time out up to a millisecond late.
 //!
-//! # Why a mutex around a `HashMap`
+//! # Why slots, not a map of one-shot channels
 //!
-//! Insert (caller), remove (reader, or the caller giving up) and the sweep all
-//! touch one table; a `parking_lot` mutex uncontended is one atomic each way, the
-//! same price as a `DashMap` shard lock, and lets the sweep see a consistent
-//! table. Request ids are sequential, so the map hashes them with one
-//! multiplication.
+//! Each call used to allocate a `oneshot` channel and put its sender in a
+//! `HashMap` keyed by request id: an allocation and a free, a hash insert and
+//! remove, and the channel's own atomics, per call. Now the table is a slab of
+//! slots and **the request id names the slot**: its low 32 bits are the slot
+//! index + 1, its high 32 bits a sequence number bumped per call, so a late
+//! answer to a call that gave up cannot complete the call that reuses its slot.
+//! A slot holds the call's deadline and its state — waiting (with the waker of
+//! the task awaiting it), or done (with the outcome, until the call collects it).
+//! Starting, completing and collecting a call each take the table's
+//! `parking_lot` mutex once, uncontended in practice (one atomic each way); the
+//! reader finds the slot by index, with no hashing, and nothing is allocated
+//! once the slab has grown to the connection's peak of calls in flight. The
+//! lock also lets the sweep and `fail_all` see a consistent table.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use rpc_codec::Frame;
 use rpc_core::RpcError;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::CloseSignal;
@@ -47,36 +54,75 @@ pub(crate) type Outcome = Result<Frame, RpcError>;
 /// No deadline pending.
 const NONE_DUE: u64 = u64::MAX;
 
-/// Hashes sequential request ids by one multiplication (Fibonacci hashing), which
-/// spreads them over the high bits the table's probing looks at.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
+/// Where a call is.
+enum State {
+    /// The slot is unused.
+    Free,
+    /// Waiting for its answer; the waker of the task awaiting it, once polled.
+    Waiting(Option<Waker>),
+    /// Answered (or failed), not yet collected by the call.
+    Done(Outcome),
 }
 
-struct Entry {
-    slot: oneshot::Sender<Outcome>,
+struct Slot {
+    /// The request id of the call in this slot (meaningless while `Free`).
+    id: u64,
     /// Milliseconds after the table's epoch, rounded up.
     due_ms: u64,
+    state: State,
 }
 
-/// The pending calls of one connection, keyed by request id.
+/// The slots, the free list and the id sequence, behind one lock.
+#[derive(Default)]
+struct Table {
+    slots: Vec<Slot>,
+    /// Indices of free slots; reused last-in first-out (the warmest first).
+    free: Vec<u32>,
+    /// Calls in the `Waiting` state.
+    waiting: usize,
+    /// Bumped per call: the high half of every request id.
+    seq: u32,
+}
+
+impl Table {
+    /// The slot call `id` occupies, if it still does.
+    fn slot(&mut self, id: u64) -> Option<&mut Slot> {
+        let index = (id as u32).checked_sub(1)? as usize;
+        self.slots
+            .get_mut(index)
+            .filter(|s| s.id == id && !matches!(s.state, State::Free))
+    }
+
+    /// Frees the slot of call `id`; returns what it held (dropped by the
+    /// caller, outside the lock).
+    fn free(&mut self, id: u64) -> Option<State> {
+        let slot = self.slot(id)?;
+        let state = std::mem::replace(&mut slot.state, State::Free);
+        if matches!(state, State::Waiting(_)) {
+            self.waiting -= 1;
+        }
+        self.free.push((id as u32) - 1);
+        Some(state)
+    }
+
+    /// Completes a waiting slot; the waker to wake (outside the lock).
+    fn finish(slot: &mut Slot, waiting: &mut usize, outcome: Outcome) -> Option<Waker> {
+        match std::mem::replace(&mut slot.state, State::Done(outcome)) {
+            State::Waiting(waker) => {
+                *waiting -= 1;
+                waker
+            }
+            other => {
+                slot.state = other;
+                None
+            }
+        }
+    }
+}
+
+/// The pending calls of one connection, each in a slot its request id names.
 pub(crate) struct PendingCalls {
-    table: Mutex<HashMap<u64, Entry, BuildHasherDefault<IdHasher>>>,
+    table: Mutex<Table>,
     epoch: Instant,
     /// The earliest deadline that may still be pending (ms after `epoch`), or
     /// `NONE_DUE`. Lowered by `insert`, recomputed by the sweep.
@@ -96,7 +142,7 @@ impl std::fmt::Debug for PendingCalls {
 impl PendingCalls {
     pub(crate) fn new() -> Self {
         PendingCalls {
-            table: Mutex::new(HashMap::default()),
+            table: Mutex::new(Table::default()),
             epoch: Instant::now(),
             next_due_ms: AtomicU64::new(NONE_DUE),
             earlier: Notify::new(),
@@ -110,74 +156,141 @@ impl PendingCalls {
         ms.min(NONE_DUE as u128 - 1) as u64
     }
 
-    /// Registers call `id`, due at `deadline`; the receiver gets its outcome.
-    pub(crate) fn insert(&self, id: u64, deadline: Instant) -> oneshot::Receiver<Outcome> {
-        let (slot, rx) = oneshot::channel();
+    /// Registers a call due at `deadline`; returns its request id.
+    pub(crate) fn insert(&self, deadline: Instant) -> u64 {
         let due_ms = self.due_ms(deadline);
-        self.table.lock().insert(id, Entry { slot, due_ms });
+        let id = {
+            let mut table = self.table.lock();
+            table.seq = table.seq.wrapping_add(1);
+            let seq = u64::from(table.seq) << 32;
+            let index = match table.free.pop() {
+                Some(index) => index,
+                None => {
+                    table.slots.push(Slot {
+                        id: 0,
+                        due_ms: 0,
+                        state: State::Free,
+                    });
+                    // Past 2^32 - 1 calls in flight on one connection the id
+                    // would wrap; the write queue bound stops that long before.
+                    (table.slots.len() - 1) as u32
+                }
+            };
+            let id = seq | (u64::from(index) + 1);
+            table.slots[index as usize] = Slot {
+                id,
+                due_ms,
+                state: State::Waiting(None),
+            };
+            table.waiting += 1;
+            id
+        };
         // After the insert: a sweep that recomputes the minimum either saw this
         // entry or stored its minimum before this lowers it.
         if self.next_due_ms.fetch_min(due_ms, Ordering::AcqRel) > due_ms {
             self.earlier.notify_one();
         }
-        rx
+        id
+    }
+
+    /// The outcome of call `id` once it has one (the slot is freed then);
+    /// until then remembers `cx`'s waker. A call that is not in the table at
+    /// all (never was, or was already collected) gets `None`.
+    pub(crate) fn poll(&self, id: u64, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
+        let mut table = self.table.lock();
+        let Some(slot) = table.slot(id) else {
+            return Poll::Ready(None);
+        };
+        match &mut slot.state {
+            State::Waiting(Some(w)) if w.will_wake(cx.waker()) => Poll::Pending,
+            State::Waiting(waker) => {
+                *waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            State::Done(_) => match table.free(id) {
+                Some(State::Done(outcome)) => Poll::Ready(Some(outcome)),
+                _ => Poll::Ready(None),
+            },
+            State::Free => Poll::Ready(None),
+        }
     }
 
     /// Completes call `id` with `outcome`; false when it is no longer pending
     /// (timed out, or given up by its caller).
     pub(crate) fn complete(&self, id: u64, outcome: Outcome) -> bool {
-        let entry = self.table.lock().remove(&id);
-        match entry {
-            Some(entry) => {
-                let _ = entry.slot.send(outcome);
-                true
+        let waker = {
+            let mut table = self.table.lock();
+            let table = &mut *table;
+            let index = (id as u32).wrapping_sub(1) as usize;
+            match table.slots.get_mut(index) {
+                Some(slot) if slot.id == id && matches!(slot.state, State::Waiting(_)) => {
+                    Table::finish(slot, &mut table.waiting, outcome)
+                }
+                _ => return false,
             }
-            None => false,
+        };
+        if let Some(waker) = waker {
+            waker.wake();
         }
+        true
     }
 
     /// Forgets call `id` (its caller stopped waiting).
     pub(crate) fn remove(&self, id: u64) {
-        self.table.lock().remove(&id);
+        let state = self.table.lock().free(id);
+        drop(state);
     }
 
     /// Fails every pending call with `err`.
     pub(crate) fn fail_all(&self, err: &RpcError) {
-        let entries: Vec<Entry> = self.table.lock().drain().map(|(_, e)| e).collect();
-        for entry in entries {
-            let _ = entry.slot.send(Err(err.clone()));
-        }
+        let wakers: Vec<Waker> = {
+            let mut table = self.table.lock();
+            let table = &mut *table;
+            let waiting = &mut table.waiting;
+            table
+                .slots
+                .iter_mut()
+                .filter(|s| matches!(s.state, State::Waiting(_)))
+                .filter_map(|s| Table::finish(s, waiting, Err(err.clone())))
+                .collect()
+        };
+        wakers.into_iter().for_each(Waker::wake);
     }
 
     /// Calls waiting for an answer.
     pub(crate) fn len(&self) -> usize {
-        self.table.lock().len()
+        self.table.lock().waiting
     }
 
     /// Fails the calls whose deadline has passed (with a bare `Timeout` that the
     /// waiting call fills in with its names) and recomputes the earliest deadline.
     fn sweep(&self, now: Instant) {
         let now_ms = now.saturating_duration_since(self.epoch).as_millis() as u64;
-        let expired: Vec<Entry> = {
+        let wakers: Vec<Waker> = {
             let mut table = self.table.lock();
-            let ids: Vec<u64> = table
-                .iter()
-                .filter(|(_, e)| e.due_ms <= now_ms)
-                .map(|(id, _)| *id)
-                .collect();
-            let expired: Vec<Entry> = ids.iter().filter_map(|id| table.remove(id)).collect();
-            let next = table.values().map(|e| e.due_ms).min().unwrap_or(NONE_DUE);
+            let table = &mut *table;
+            let mut next = NONE_DUE;
+            let mut wakers = Vec::new();
+            for slot in &mut table.slots {
+                if !matches!(slot.state, State::Waiting(_)) {
+                    continue;
+                }
+                if slot.due_ms > now_ms {
+                    next = next.min(slot.due_ms);
+                    continue;
+                }
+                let timeout = Err(RpcError::Timeout {
+                    service: String::new(),
+                    method: String::new(),
+                    timeout: Duration::ZERO,
+                });
+                wakers.extend(Table::finish(slot, &mut table.waiting, timeout));
+            }
             // Under the lock, so that a concurrent insert's `fetch_min` comes after.
             self.next_due_ms.store(next, Ordering::Release);
-            expired
+            wakers
         };
-        for entry in expired {
-            let _ = entry.slot.send(Err(RpcError::Timeout {
-                service: String::new(),
-                method: String::new(),
-                timeout: Duration::ZERO,
-            }));
-        }
+        wakers.into_iter().for_each(Waker::wake);
     }
 }
 
@@ -219,23 +332,31 @@ pub(crate) fn spawn_sweeper(pending: Arc<PendingCalls>, close: Arc<CloseSignal>)
 mod tests {
     use super::*;
 
+    /// Waits for call `id`'s outcome.
+    async fn outcome(pending: &PendingCalls, id: u64) -> Option<Outcome> {
+        std::future::poll_fn(|cx| pending.poll(id, cx)).await
+    }
+
     #[tokio::test(start_paused = true)]
     async fn expired_calls_time_out_and_answered_ones_do_not() {
         let pending = Arc::new(PendingCalls::new());
         let close = Arc::new(CloseSignal::new());
         spawn_sweeper(pending.clone(), close.clone());
         let now = Instant::now();
-        let slow = pending.insert(1, now + Duration::from_millis(50));
-        let fast = pending.insert(2, now + Duration::from_millis(50));
-        let short = pending.insert(3, now + Duration::from_millis(10));
-        assert!(pending.complete(2, Err(RpcError::ShuttingDown)));
+        let slow = pending.insert(now + Duration::from_millis(50));
+        let fast = pending.insert(now + Duration::from_millis(50));
+        let short = pending.insert(now + Duration::from_millis(10));
+        assert!(pending.complete(fast, Err(RpcError::ShuttingDown)));
         tokio::time::sleep(Duration::from_millis(11)).await;
-        assert!(matches!(short.await, Ok(Err(RpcError::Timeout { .. }))));
-        assert_eq!(pending.len(), 1, "only call 1 is still pending");
+        let timed_out = outcome(&pending, short).await;
+        assert!(matches!(timed_out, Some(Err(RpcError::Timeout { .. }))));
+        assert_eq!(pending.len(), 1, "only the slow call is still waiting");
         tokio::time::sleep(Duration::from_millis(40)).await;
-        assert!(matches!(slow.await, Ok(Err(RpcError::Timeout { .. }))));
-        assert!(matches!(fast.await, Ok(Err(RpcError::ShuttingDown))));
-        assert!(!pending.complete(1, Err(RpcError::ShuttingDown)));
+        let timed_out = outcome(&pending, slow).await;
+        assert!(matches!(timed_out, Some(Err(RpcError::Timeout { .. }))));
+        let answered = outcome(&pending, fast).await;
+        assert!(matches!(answered, Some(Err(RpcError::ShuttingDown))));
+        assert!(!pending.complete(slow, Err(RpcError::ShuttingDown)));
         close.close("test over");
     }
 
@@ -245,11 +366,12 @@ mod tests {
         let close = Arc::new(CloseSignal::new());
         spawn_sweeper(pending.clone(), close.clone());
         let now = Instant::now();
-        let _late = pending.insert(1, now + Duration::from_secs(60));
+        let _late = pending.insert(now + Duration::from_secs(60));
         tokio::task::yield_now().await; // the sweeper now sleeps until +60 s
-        let early = pending.insert(2, now + Duration::from_millis(5));
+        let early = pending.insert(now + Duration::from_millis(5));
         let started = Instant::now();
-        assert!(matches!(early.await, Ok(Err(RpcError::Timeout { .. }))));
+        let timed_out = outcome(&pending, early).await;
+        assert!(matches!(timed_out, Some(Err(RpcError::Timeout { .. }))));
         let waited = started.elapsed();
         assert!(
             waited >= Duration::from_millis(5) && waited < Duration::from_secs(1),
@@ -259,12 +381,63 @@ mod tests {
         close.close("test over");
     }
 
-    #[test]
-    fn fail_all_empties_the_table() {
+    #[tokio::test]
+    async fn fail_all_fails_every_waiting_call() {
         let pending = PendingCalls::new();
-        let mut rx = pending.insert(7, Instant::now() + Duration::from_secs(1));
+        let a = pending.insert(Instant::now() + Duration::from_secs(1));
+        let b = pending.insert(Instant::now() + Duration::from_secs(1));
         pending.fail_all(&RpcError::ShuttingDown);
         assert_eq!(pending.len(), 0);
-        assert!(matches!(rx.try_recv(), Ok(Err(RpcError::ShuttingDown))));
+        for id in [a, b] {
+            let failed = outcome(&pending, id).await;
+            assert!(matches!(failed, Some(Err(RpcError::ShuttingDown))));
+        }
+        // Collected: the slots are free again.
+        assert!(outcome(&pending, a).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_late_answer_does_not_reach_the_call_that_reuses_the_slot() {
+        let pending = PendingCalls::new();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let gave_up = pending.insert(deadline);
+        pending.remove(gave_up);
+        let next = pending.insert(deadline);
+        assert_eq!(gave_up as u32, next as u32, "the slot is reused");
+        assert_ne!(gave_up, next, "under a new id");
+        assert!(!pending.complete(gave_up, Err(RpcError::ShuttingDown)));
+        assert_eq!(pending.len(), 1);
+        assert!(pending.complete(next, Err(RpcError::ShuttingDown)));
+        assert!(
+            !pending.complete(next, Err(RpcError::ShuttingDown)),
+            "once only"
+        );
+        let answered = outcome(&pending, next).await;
+        assert!(matches!(answered, Some(Err(RpcError::ShuttingDown))));
+    }
+
+    #[test]
+    fn ids_off_the_wire_that_name_no_slot_are_ignored() {
+        let pending = PendingCalls::new();
+        let id = pending.insert(Instant::now() + Duration::from_secs(1));
+        for bogus in [0, u64::MAX, id + 1, id ^ (1 << 40), u32::MAX as u64] {
+            assert!(!pending.complete(bogus, Err(RpcError::ShuttingDown)));
+        }
+        assert_eq!(pending.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_call_is_woken_when_answered() {
+        let pending = Arc::new(PendingCalls::new());
+        let id = pending.insert(Instant::now() + Duration::from_secs(5));
+        let waiter = tokio::spawn({
+            let pending = pending.clone();
+            async move { outcome(&pending, id).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(pending.complete(id, Err(RpcError::ShuttingDown)));
+        let answered = waiter.await.unwrap();
+        assert!(matches!(answered, Some(Err(RpcError::ShuttingDown))));
+        assert_eq!(pending.len(), 0);
     }
 }
