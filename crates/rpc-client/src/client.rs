@@ -83,26 +83,29 @@ impl Client {
     {
         let serializer = options.serializer.unwrap_or(self.inner.config.serializer);
         let body = serializer.encode_body(args)?;
-        let mut req = RpcRequest::new(service, method, serializer, body);
-        req.metadata = options.metadata.clone();
-        req.timeout = Some(
-            options
-                .timeout
-                .unwrap_or_else(|| self.timeout_for(service, method)),
-        );
+        let timeout = options
+            .timeout
+            .unwrap_or_else(|| self.timeout_for(service, method));
         let write_mode = options.write_mode.unwrap_or(self.inner.config.write_mode);
         let hash_key = options.hash_key.as_deref();
         let response = if self.inner.interceptors.is_empty() {
-            self.invoke(req, write_mode, hash_key).await?
+            // Straight to the transport: no `RpcRequest`, nothing boxed.
+            let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
+            if !options.metadata.is_empty() {
+                frame.metadata = options.metadata.clone();
+            }
+            self.invoke(frame, timeout, write_mode, hash_key).await?
         } else {
+            let mut req = RpcRequest::new(service, method, serializer, body);
+            req.metadata = options.metadata.clone();
+            req.timeout = Some(timeout);
             let endpoint = TransportEndpoint {
                 client: self,
                 write_mode,
                 hash_key,
             };
-            Next::new(&self.inner.interceptors, &endpoint)
-                .run(req)
-                .await?
+            // Boxed: the chain's state stays out of the plain call's future.
+            Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await?
         };
         serializer.decode_bytes(&response.body)
     }
@@ -125,6 +128,9 @@ impl Client {
 
     /// The timeout a call of `service.method` gets without a per-call override.
     pub fn timeout_for(&self, service: &str, method: &str) -> Duration {
+        if self.inner.method_timeouts.is_empty() {
+            return self.inner.config.request_timeout;
+        }
         self.inner
             .method_timeouts
             .get(service)
@@ -133,23 +139,19 @@ impl Client {
             .unwrap_or(self.inner.config.request_timeout)
     }
 
-    /// The transport attempt loop.
+    /// The transport attempt loop, for one request frame and its whole budget.
+    ///
+    /// The frame is kept (not cloned) across tries: each try encodes it by
+    /// reference under a fresh request id.
     async fn invoke(
         &self,
-        req: RpcRequest,
+        mut frame: OutFrame,
+        timeout: Duration,
         write_mode: WriteMode,
         hash_key: Option<&str>,
     ) -> Result<RpcResponse, RpcError> {
-        let timeout = req.timeout.unwrap_or(self.inner.config.request_timeout);
         let deadline = Instant::now() + timeout;
-        let serializer = req.serializer;
-        let frame = OutFrame {
-            metadata: req.metadata,
-            ..OutFrame::request(0, serializer.id(), req.service, req.method, req.body)
-        };
         let max_tries = self.inner.config.max_try_count.max(1);
-        let (service, method) = (frame.service.clone(), frame.method.clone());
-        let mut frame = Some(frame);
         let mut attempt = 1;
         // Servers this call failed on: a retry goes elsewhere when it can.
         let mut failed: Vec<String> = Vec::new();
@@ -160,22 +162,21 @@ impl Client {
             } else {
                 deadline.saturating_duration_since(Instant::now())
             };
-            let this_try = if attempt < max_tries {
-                frame.clone()
-            } else {
-                frame.take()
+            let timed_out = |frame: &OutFrame| RpcError::Timeout {
+                service: frame.service.to_string(),
+                method: frame.method.to_string(),
+                timeout,
             };
-            let Some(this_try) = this_try.filter(|_| !remaining.is_zero()) else {
-                return Err(RpcError::Timeout {
-                    service: service.to_string(),
-                    method: method.to_string(),
-                    timeout,
-                });
-            };
-            let endpoint = self.inner.cluster.choose(&service, hash_key, &failed)?;
+            if remaining.is_zero() {
+                return Err(timed_out(&frame));
+            }
+            let endpoint = self
+                .inner
+                .cluster
+                .choose(&frame.service, hash_key, &failed)?;
             let result = {
                 let _in_flight = endpoint.begin();
-                self.attempt(&endpoint, this_try, write_mode, deadline, remaining)
+                self.attempt(&endpoint, &mut frame, write_mode, deadline, remaining)
                     .await
             };
             match &result {
@@ -192,13 +193,7 @@ impl Client {
                     attempt += 1;
                 }
                 // Report the call's whole budget, not what was left for this try.
-                Err(RpcError::Timeout { .. }) => {
-                    return Err(RpcError::Timeout {
-                        service: service.to_string(),
-                        method: method.to_string(),
-                        timeout,
-                    })
-                }
+                Err(RpcError::Timeout { .. }) => return Err(timed_out(&frame)),
                 other => return other,
             }
         }
@@ -208,19 +203,11 @@ impl Client {
     async fn attempt(
         &self,
         endpoint: &ServerEndpoint,
-        frame: OutFrame,
+        frame: &mut OutFrame,
         write_mode: WriteMode,
         deadline: Instant,
         remaining: Duration,
     ) -> Result<RpcResponse, RpcError> {
-        // Cheap: the names are `Cow::Borrowed` for typed clients.
-        let (service, method) = (frame.service.clone(), frame.method.clone());
-        let (service, method) = (&*service, &*method);
-        let timeout_err = || RpcError::Timeout {
-            service: service.to_string(),
-            method: method.to_string(),
-            timeout: remaining,
-        };
         // An open shared connection is taken without arming a timer.
         let lease = match endpoint.connections().ready() {
             Some(lease) => lease,
@@ -231,7 +218,11 @@ impl Client {
                 endpoint.connections().acquire(),
             ))
             .await
-            .map_err(|_| timeout_err())??,
+            .map_err(|_| RpcError::Timeout {
+                service: frame.service.to_string(),
+                method: frame.method.to_string(),
+                timeout: remaining,
+            })??,
         };
         // Registered and queued without awaiting in the usual case, so this
         // future holds no send state (see `Connection::start`).
@@ -253,11 +244,11 @@ impl Client {
             drop(lease);
             None
         };
-        let frame = pending.response().await?;
+        let answer = pending.response().await?;
         drop(lease);
-        match frame.status() {
-            Status::Ok => Ok(RpcResponse::new(frame.body)),
-            status => Err(status.decode_error(&frame.body, service, method)),
+        match answer.status() {
+            Status::Ok => Ok(RpcResponse::new(answer.body)),
+            status => Err(status.decode_error(&answer.body, &frame.service, &frame.method)),
         }
     }
 
@@ -303,8 +294,15 @@ struct TransportEndpoint<'a> {
 #[async_trait]
 impl Endpoint for TransportEndpoint<'_> {
     async fn call(&self, req: RpcRequest) -> Result<RpcResponse, RpcError> {
+        let timeout = req
+            .timeout
+            .unwrap_or(self.client.inner.config.request_timeout);
+        let frame = OutFrame {
+            metadata: req.metadata,
+            ..OutFrame::request(0, req.serializer.id(), req.service, req.method, req.body)
+        };
         self.client
-            .invoke(req, self.write_mode, self.hash_key)
+            .invoke(frame, timeout, self.write_mode, self.hash_key)
             .await
     }
 }

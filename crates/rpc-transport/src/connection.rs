@@ -208,12 +208,12 @@ impl Connection {
     /// a timeout error reports).
     pub async fn send_until(
         self: &Arc<Self>,
-        frame: OutFrame,
+        mut frame: OutFrame,
         mode: WriteMode,
         deadline: Instant,
         timeout: Duration,
     ) -> Result<PendingCall, RpcError> {
-        match self.start(frame, mode, deadline, timeout)? {
+        match self.start(&mut frame, mode, deadline, timeout)? {
             Started::Sent(call) => Ok(call),
             Started::Waiting(call, wait) => {
                 wait.await?;
@@ -227,9 +227,13 @@ impl Connection {
     /// queue), queues it — without awaiting anything, so a caller's future holds
     /// no send state at all. Otherwise the returned [`WriteWait`] finishes the
     /// write (it must be awaited before the call counts as sent).
+    ///
+    /// The frame is encoded by reference (its `request_id` and `timeout_ms` are
+    /// set here): a caller that may try again elsewhere keeps it for the next
+    /// try instead of cloning it up front. Only the waiting path clones it.
     pub fn start(
         self: &Arc<Self>,
-        mut frame: OutFrame,
+        frame: &mut OutFrame,
         mode: WriteMode,
         deadline: Instant,
         timeout: Duration,
@@ -260,9 +264,10 @@ impl Connection {
         }
 
         // The usual case: room in the write buffer, encoded there at once.
-        if mode == WriteMode::Async && self.writer.offer(&frame)? == Offer::Queued {
+        if mode == WriteMode::Async && self.writer.offer(frame)? == Offer::Queued {
             return Ok(Started::Sent(call));
         }
+        let frame = frame.clone();
         // Waiting (for room, or for the write itself) is boxed: its timer and
         // select state would otherwise sit in every call's future, which is
         // moved on every call.
