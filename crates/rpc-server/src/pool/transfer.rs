@@ -25,19 +25,10 @@
 //! * **Most recently parked first (LIFO).** The worker woken is the one that
 //!   parked last, whose cache is warm; workers parked long stay parked and
 //!   retire after `keep_alive`.
-//! * **One worker spins before it parks.** A worker that finds the queue empty
-//!   first watches it for a few microseconds (`SPIN`, yielding its core now
-//!   and then) — one such spinner at a time — and counts as on its way
-//!   meanwhile, so an offer in that window is taken without any wake-up. A
-//!   read batch offers its requests about a microsecond apart; without the
-//!   spinner a worker that drained the queue parked between two of them and
-//!   the next offer woke it again: the profile of the pool at 1:100:1024 had
-//!   40 % of its futex calls in `offer` (one per wake-up) and the woken
-//!   threads' context switches behind them.
 //!
 //! Every decision is taken under the one lock, so the invariant "tasks queued
-//! and workers parked ⇒ a worker is on its way (woken, or spinning)" holds
-//! after every critical section: no wake-up is lost. `close` wakes every parked worker; tasks
+//! and workers parked ⇒ a worker is on its way" holds after every critical
+//! section: no wake-up is lost. `close` wakes every parked worker; tasks
 //! offered after `close` (accepted before shutdown became visible) are still
 //! handed out.
 //!
@@ -60,10 +51,6 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// How long a worker that found the queue empty watches it before parking.
-#[cfg(not(brisk_loom))]
-const SPIN: Duration = Duration::from_micros(20);
-
 /// An unbounded hand-off queue (bounded by the pool's submitted counter, not
 /// here) that wakes the most recently parked worker, and only one at a time.
 pub(crate) struct TransferQueue {
@@ -78,17 +65,10 @@ struct State {
     parked: Vec<Arc<Condvar>>,
     /// Workers woken by an offer that have not taken the lock back yet.
     waking: usize,
-    /// Workers watching the queue before they park (at most one).
-    spinning: usize,
     closed: bool,
 }
 
 impl State {
-    /// True when no worker is on its way: none woken and none spinning.
-    fn nobody_coming(&self) -> bool {
-        self.waking == 0 && self.spinning == 0
-    }
-
     /// Wakes the most recently parked worker, if any.
     fn wake_one(&mut self) {
         if let Some(worker) = self.parked.pop() {
@@ -105,40 +85,10 @@ impl TransferQueue {
                 tasks: VecDeque::new(),
                 parked: Vec::new(),
                 waking: 0,
-                spinning: 0,
                 closed: false,
             }),
             len: AtomicUsize::new(0),
         }
-    }
-}
-
-impl TransferQueue {
-    /// Watches the queue (without its lock) until it holds a task or `SPIN`
-    /// has passed; the caller re-checks under the lock either way.
-    #[cfg(not(brisk_loom))]
-    fn spin(&self) {
-        let start = Instant::now();
-        loop {
-            for _ in 0..64 {
-                if self.len.load(Ordering::Relaxed) > 0 {
-                    return;
-                }
-                std::hint::spin_loop();
-            }
-            if start.elapsed() >= SPIN {
-                return;
-            }
-            // Two cores are shared with the runtime threads: let them run.
-            std::thread::yield_now();
-        }
-    }
-
-    /// Under loom: one yield, so the models explore offers made while a
-    /// worker spins (and spins that find nothing).
-    #[cfg(brisk_loom)]
-    fn spin(&self) {
-        super::sync::thread::yield_now();
     }
 }
 
@@ -151,7 +101,7 @@ impl TaskQueue for TransferQueue {
         // queued, it wakes the next (see `poll`). A burst of offers therefore
         // wakes workers one after another as the queue needs them, instead of
         // every parked thread at once.
-        if st.nobody_coming() {
+        if st.waking == 0 {
             st.wake_one();
         }
         Ok(())
@@ -162,28 +112,17 @@ impl TaskQueue for TransferQueue {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut st = self.state.lock();
         let mut me: Option<Arc<Condvar>> = None;
-        let mut spun = false;
         loop {
             if let Some(task) = st.tasks.pop_front() {
                 self.len.store(st.tasks.len(), Ordering::Relaxed);
                 // More work and nobody on the way for it: pass the wake-up on.
-                if !st.tasks.is_empty() && st.nobody_coming() {
+                if !st.tasks.is_empty() && st.waking == 0 {
                     st.wake_one();
                 }
                 return Some(task);
             }
             if st.closed || timeout.is_some_and(|t| t.is_zero()) {
                 return None;
-            }
-            // Watch the queue for a moment before parking, if nobody else does.
-            if !spun && st.spinning == 0 {
-                spun = true;
-                st.spinning += 1;
-                drop(st);
-                self.spin();
-                st = self.state.lock();
-                st.spinning -= 1;
-                continue;
             }
             let cv = me.get_or_insert_with(|| Arc::new(Condvar::new())).clone();
             st.parked.push(cv.clone());
