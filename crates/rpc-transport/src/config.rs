@@ -18,9 +18,12 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Largest frame accepted or sent, header included (16 MiB).
     pub max_frame_size: usize,
-    /// Frames that may wait for the writer task; senders wait when it is full.
+    /// Frames that may wait in a client connection's write buffer; callers wait
+    /// for room when it is full.
     pub write_queue_capacity: usize,
-    /// The writer stops coalescing and writes once a batch reaches this many bytes.
+    /// Sizes the write buffers: a client connection's buffer is full at `16 ×`
+    /// this many bytes, a server connection's unsent answers at `4 ×` (a single
+    /// larger frame is still taken), and a buffer grown past that is released.
     pub max_batch_bytes: usize,
     /// Send a ping when nothing was received for this long (client side).
     #[serde(

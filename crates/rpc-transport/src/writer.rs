@@ -28,8 +28,9 @@
 //!
 //! # Bounds and acknowledgements
 //!
-//! The buffer holds at most `write_queue_capacity` frames; a caller that finds it
-//! full gets [`Offer::Full`] back and waits with [`FrameWriter::send`] until the
+//! The buffer holds at most `write_queue_capacity` frames and `16 ×
+//! max_batch_bytes` bytes (one frame larger than that is taken alone); a caller
+//! that finds it full gets [`Offer::Full`] back and waits with [`FrameWriter::send`] until the
 //! writer has taken the buffer, so a stalled peer pushes back on its callers
 //! instead of growing memory. A `WriteMode::Sync` caller attaches a [`WriteAck`],
 //! completed once the write holding its frame has finished, or with its error.
@@ -81,6 +82,9 @@ struct Queue {
 struct Shared {
     queue: Mutex<Queue>,
     capacity: usize,
+    /// Bytes the buffer may hold: `16 × max_batch_bytes` (4 MiB by default,
+    /// room for 100 calls of 10 KiB in flight with margin).
+    high_water: usize,
     max_frame: usize,
     /// Callers waiting for room, and where they wait.
     waiters: AtomicUsize,
@@ -98,7 +102,11 @@ impl Shared {
                 drop(q);
                 return Err(self.closed_error());
             }
-            if q.frames >= self.capacity {
+            // Full at `capacity` frames, or at the byte high-water mark (a
+            // frame larger than that alone is still taken into an empty buffer).
+            if q.frames >= self.capacity
+                || (q.frames > 0 && q.buf.len() + frame.encoded_len() > self.high_water)
+            {
                 return Ok(Offer::Full);
             }
             frame.encode(&mut q.buf, self.max_frame)?;
@@ -178,6 +186,7 @@ impl FrameWriter {
                 stopped: false,
             }),
             capacity: config.write_queue_capacity.max(1),
+            high_water: 16 * config.max_batch_bytes.max(1),
             max_frame: config.max_frame_size,
             waiters: AtomicUsize::new(0),
             space: Notify::new(),
@@ -191,7 +200,6 @@ impl FrameWriter {
             acks: Vec::new(),
             single_streak: 0,
             batches: 0,
-            max_batch: config.max_batch_bytes.max(1),
         };
         tokio::spawn(task.run());
         FrameWriter {
@@ -264,7 +272,6 @@ struct WriterTask<W> {
     single_streak: u32,
     /// Batches written, for the periodic coalescing probe.
     batches: u32,
-    max_batch: usize,
 }
 
 impl<W: AsyncWrite + Unpin> WriterTask<W> {
@@ -370,7 +377,7 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                 let _ = ack.send(Ok(()));
             }
             // Do not keep a huge buffer around after a burst of large frames.
-            if self.spare.capacity() > 4 * self.max_batch {
+            if self.spare.capacity() > self.shared.high_water {
                 self.spare = BytesMut::new();
             } else {
                 self.spare.clear();
@@ -457,6 +464,52 @@ mod tests {
         close.close("test over");
         drop(writer);
         reader.abort();
+    }
+
+    #[tokio::test]
+    async fn the_buffer_is_also_bounded_in_bytes() {
+        // The peer never reads: after the first write fills the pipe, frames
+        // stay in the buffer until the byte high-water mark (16 × 16 bytes).
+        let (client, _server) = tokio::io::duplex(64);
+        let close = Arc::new(CloseSignal::new());
+        let config = TransportConfig {
+            write_queue_capacity: 1000,
+            max_batch_bytes: 16,
+            ..TransportConfig::default()
+        };
+        let writer = FrameWriter::spawn(client, &config, close.clone(), "test".into());
+        let frame = OutFrame::response(1, 0, bytes::Bytes::from(vec![7u8; 100]));
+        let mut queued = 0;
+        for _ in 0..1000 {
+            match writer.offer(&frame).unwrap() {
+                Offer::Queued => queued += 1,
+                Offer::Full => break,
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            (2..10).contains(&queued),
+            "{queued} frames of {} bytes queued against a 256-byte mark",
+            frame.encoded_len()
+        );
+        assert!(writer.shared().queue.lock().buf.len() <= 256 + frame.encoded_len());
+        close.close("test over");
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_the_mark_goes_alone() {
+        let (client, mut server) = tokio::io::duplex(1 << 16);
+        let close = Arc::new(CloseSignal::new());
+        let config = TransportConfig {
+            max_batch_bytes: 16,
+            ..TransportConfig::default()
+        };
+        let writer = FrameWriter::spawn(client, &config, close.clone(), "test".into());
+        let big = OutFrame::response(1, 0, bytes::Bytes::from(vec![1u8; 1000]));
+        assert_eq!(writer.offer(&big).unwrap(), Offer::Queued);
+        let mut bytes = vec![0u8; big.encoded_len()];
+        server.read_exact(&mut bytes).await.unwrap();
+        close.close("test over");
     }
 
     #[tokio::test]
