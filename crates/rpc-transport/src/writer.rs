@@ -29,10 +29,10 @@
 //! # Bounds and acknowledgements
 //!
 //! The buffer holds at most `write_queue_capacity` frames and `16 ×
-//! max_batch_bytes` bytes (one frame larger than that is taken alone); a caller
-//! that finds it full gets [`Offer::Full`] back and waits with [`FrameWriter::send`] until the
-//! writer has taken the buffer, so a stalled peer pushes back on its callers
-//! instead of growing memory. A `WriteMode::Sync` caller attaches a [`WriteAck`],
+//! max_batch_bytes` bytes (one frame larger than that is taken alone); a
+//! caller that finds it full gets [`Offer::Full`] back and waits with
+//! [`FrameWriter::send`] until the writer has taken the buffer, so a stalled
+//! peer pushes back on its callers instead of growing memory. A `WriteMode::Sync` caller attaches a [`WriteAck`],
 //! completed once the write holding its frame has finished, or with its error.
 
 use std::future::poll_fn;
@@ -57,7 +57,7 @@ pub type WriteAck = oneshot::Sender<Result<(), RpcError>>;
 pub enum Offer {
     /// Encoded into the write buffer; the writer will write it.
     Queued,
-    /// The buffer holds `write_queue_capacity` frames: nothing was queued.
+    /// The buffer is at its bound (frames or bytes): nothing was queued.
     Full,
 }
 
