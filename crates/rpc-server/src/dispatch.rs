@@ -294,10 +294,16 @@ impl PoolJob {
 
     /// Submits to the pool. When the pool is full the job is dropped unrun
     /// (releasing its in-flight permit) and its reply is handed back with the
-    /// `ServerBusy` error, to be answered right away.
-    pub fn submit(self, pool: &WorkerPool) -> Result<(), RpcError> {
-        let ctx = self.ctx.clone();
-        let route = self.route.clone();
+    /// `ServerBusy` error, to be answered right away. `ctx` and `route` (the
+    /// caller's, the same the job holds) count the rejection: borrowed rather
+    /// than cloned out of the job, whose `Arc`s are shared by every connection
+    /// and worker thread.
+    pub fn submit(
+        self,
+        pool: &WorkerPool,
+        ctx: &ServerCtx,
+        route: &RouteEntry,
+    ) -> Result<(), RpcError> {
         match pool.submit(Box::new(move || self.run())) {
             Ok(()) => Ok(()),
             Err(rejected) => {

@@ -241,7 +241,7 @@ async fn call(
                     reply: Reply::Channel(tx),
                     permit: None,
                 }
-                .submit(pool)?;
+                .submit(pool, ctx, &route)?;
                 rx.await
                     .map_err(|_| RpcError::Handler("the worker dropped the call".into()))?
             }
