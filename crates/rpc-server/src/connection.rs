@@ -661,7 +661,7 @@ impl<'a> Conn<'a> {
                     },
                     permit: Some(in_flight.acquire()),
                 };
-                if let Err(busy) = job.submit(pool, self.ctx, &route) {
+                if let Err(busy) = job.submit(pool, self.ctx, route) {
                     answers.push(OutFrame::error(id, raw_ser, &busy));
                 }
                 None
