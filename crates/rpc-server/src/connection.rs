@@ -186,13 +186,13 @@ async fn serve_halves<R, W>(
     'serve: loop {
         // A shutdown is noticed here, before the frame just read is served:
         // the waiters in the `select!` below lose the race against that read.
-        match ctx.stop_level.load(Ordering::Relaxed) {
-            RUNNING => {}
-            STOPPING => stopping = true,
-            _ => {
-                close.close("server shut down before this connection's calls finished");
+        match watch.server_stop(stopping) {
+            Some(Stop::Forced) => {
+                close.close(FORCED_CLOSE);
                 break;
             }
+            Some(_) => stopping = true,
+            None => {}
         }
         // Handle the frame just read and every complete frame buffered behind
         // it, without going back to the socket. One clock reading per call: the
@@ -301,7 +301,7 @@ async fn serve_halves<R, W>(
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
                 Stop::Closed => break,
                 Stop::Forced => {
-                    close.close("server shut down before this connection's calls finished");
+                    close.close(FORCED_CLOSE);
                     break;
                 }
                 Stop::Stopping => stopping = true,
@@ -351,7 +351,9 @@ async fn serve_halves<R, W>(
     debug!(%peer, reason = close.reason(), "connection closed");
 }
 
-/// The next answer from the worker pool (never, when there is no pool).
+/// Why a connection closes when the server is forced down.
+const FORCED_CLOSE: &str = "server shut down before this connection's calls finished";
+
 /// What ends or changes a connection's serving loop, other than its socket.
 enum Stop {
     /// The connection's close signal fired (idle timeout, a write error...).
@@ -418,6 +420,11 @@ where
         if self.close.is_closed() {
             return Some(Stop::Closed);
         }
+        self.server_stop(stopping)
+    }
+
+    /// The server's stop state, as news for a loop that is `stopping` or not.
+    fn server_stop(&self, stopping: bool) -> Option<Stop> {
         match self.ctx.stop_level.load(Ordering::Acquire) {
             RUNNING => None,
             STOPPING if stopping => None,
@@ -427,6 +434,7 @@ where
     }
 }
 
+/// The next answer from the worker pool (never, when there is no pool).
 async fn recv_pooled(rx: &mut Option<mpsc::Receiver<OutFrame>>) -> Option<OutFrame> {
     match rx {
         Some(rx) => rx.recv().await,

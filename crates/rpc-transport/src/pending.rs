@@ -84,13 +84,19 @@ struct Table {
     seq: u32,
 }
 
+/// The slot call `id` occupies in `slots`, if it still does (any id off the
+/// wire may come here: one that names no occupied slot finds none).
+fn slot_of(slots: &mut [Slot], id: u64) -> Option<&mut Slot> {
+    let index = (id as u32).checked_sub(1)? as usize;
+    slots
+        .get_mut(index)
+        .filter(|s| s.id == id && !matches!(s.state, State::Free))
+}
+
 impl Table {
     /// The slot call `id` occupies, if it still does.
     fn slot(&mut self, id: u64) -> Option<&mut Slot> {
-        let index = (id as u32).checked_sub(1)? as usize;
-        self.slots
-            .get_mut(index)
-            .filter(|s| s.id == id && !matches!(s.state, State::Free))
+        slot_of(&mut self.slots, id)
     }
 
     /// Frees the slot of call `id`; returns what it held (dropped by the
@@ -221,9 +227,8 @@ impl PendingCalls {
         let waker = {
             let mut table = self.table.lock();
             let table = &mut *table;
-            let index = (id as u32).wrapping_sub(1) as usize;
-            match table.slots.get_mut(index) {
-                Some(slot) if slot.id == id && matches!(slot.state, State::Waiting(_)) => {
+            match slot_of(&mut table.slots, id) {
+                Some(slot) if matches!(slot.state, State::Waiting(_)) => {
                     Table::finish(slot, &mut table.waiting, outcome)
                 }
                 _ => return false,
