@@ -67,6 +67,10 @@ async fn a_static_list_spreads_calls_per_balancer() {
                 let n = counts.get(name).copied().unwrap_or(0);
                 if balancer == Balancer::RoundRobin {
                     assert_eq!(n, 200, "{balancer}: {counts:?}");
+                } else if balancer == Balancer::LeastActive {
+                    // Timing-driven (ties go to the first server): every server
+                    // gets a real share, not an even one (CI saw A: 288).
+                    assert!((60..=400).contains(&n), "{balancer}: {counts:?}");
                 } else {
                     // Expected 200 each; a random spread stays well inside this.
                     assert!((120..=280).contains(&n), "{balancer}: {counts:?}");
