@@ -13,12 +13,14 @@
 //! per answer (a separate writer task cost ~10 % of the server's CPU and one
 //! extra scheduler pass of latency per call). Answers that cannot be written
 //! now stay in the outbox; the task then waits for the socket to become
-//! writable in the same `select!` that waits for input. Pool threads hand their
-//! answers over a bounded channel that the task drains into the outbox.
+//! writable in the same `select!` that waits for input. Pool threads encode
+//! their answers into the connection's [`PoolAnswers`], which the task moves
+//! into the outbox (see `answers.rs`).
 //!
 //! Backpressure: the task stops reading while the outbox holds more than
 //! `4 × max_batch_bytes` (a client that does not read its answers stalls only
-//! itself), and while `max_in_flight_per_connection` calls are in progress.
+//! itself), and while `max_in_flight_per_connection` calls are in progress
+//! (on this task and on the pool together).
 //!
 //! # Direct dispatch
 //!
@@ -53,9 +55,9 @@ use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, IoCounters, TransportConfig};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tracing::{debug, trace, warn};
 
+use crate::answers::{encode_answer, PoolAnswers};
 use crate::dispatch::{
     answer_frame, finish_call, start_call, InFlight, PoolJob, Reply, ServerCtx, RUNNING, STOPPING,
 };
@@ -154,15 +156,16 @@ async fn serve_halves<R, W>(
         close.clone(),
     );
     // Answers of calls run on the worker pool (created only in pool mode).
-    let (pool_tx, mut pool_rx) = match ctx.pool {
+    let pooled = match ctx.pool {
         Some(_) if ctx.dispatch() == Dispatch::Pool => {
-            let (tx, rx) = mpsc::channel(transport.write_queue_capacity.max(1));
-            (Some(tx), Some(rx))
+            Some(Arc::new(PoolAnswers::new(transport.max_frame_size)))
         }
-        _ => (None, None),
+        _ => None,
     };
 
     let in_flight = Arc::new(InFlight::default());
+    // Calls in progress, on this task and on the pool.
+    let calls = || in_flight.get() + pooled.as_ref().map_or(0, |p| p.in_flight());
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
     let mut stopping = false;
@@ -198,7 +201,7 @@ async fn serve_halves<R, W>(
         // it, without going back to the socket. One clock reading per call: the
         // end of one call is the start of the next.
         let mut clock = Instant::now();
-        while in_flight.get() < max_in_flight && outbox.has_room() {
+        while calls() < max_in_flight && outbox.has_room() {
             let frame = match next_frame.take() {
                 Some(frame) => frame,
                 None => match reader.try_next_buffered() {
@@ -214,11 +217,11 @@ async fn serve_halves<R, W>(
             activity.bump();
             let conn = Conn {
                 ctx: &ctx,
-                pool_tx: pool_tx.as_ref(),
+                pooled: pooled.as_ref(),
                 peer: peer_addr,
                 stopping,
             };
-            let Some((call, req)) = conn.on_frame(frame, clock, &in_flight, &mut outbox) else {
+            let Some((call, req)) = conn.on_frame(frame, clock, &mut outbox) else {
                 continue;
             };
             // Poll the handler once right here: most finish at once (no I/O),
@@ -239,10 +242,8 @@ async fn serve_halves<R, W>(
                 }
             }
         }
-        if let Some(rx) = pool_rx.as_mut() {
-            while let Ok(frame) = rx.try_recv() {
-                outbox.push(frame);
-            }
+        if let Some(pooled) = &pooled {
+            outbox.take_pooled(pooled);
         }
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
@@ -251,10 +252,10 @@ async fn serve_halves<R, W>(
             break;
         }
 
-        if stopping && in_flight.get() == 0 && next_frame.is_none() {
+        if stopping && calls() == 0 && next_frame.is_none() {
             break;
         }
-        let can_read = in_flight.get() < max_in_flight && outbox.has_room();
+        let can_read = calls() < max_in_flight && outbox.has_room();
         // Hot branches first: the waiters below are polled (a lock each) only
         // when the read has to wait. A close is also noticed through one atomic
         // load per turn.
@@ -296,7 +297,11 @@ async fn serve_halves<R, W>(
                     }
                 }
             }
-            Some(frame) = recv_pooled(&mut pool_rx) => outbox.push(frame),
+            _ = pool_news(pooled.as_deref()) => {
+                if let Some(pooled) = &pooled {
+                    outbox.take_pooled(pooled);
+                }
+            }
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
                 Stop::Closed => break,
@@ -311,10 +316,10 @@ async fn serve_halves<R, W>(
     drop(direct);
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
-    if let Some(rx) = pool_rx.as_mut() {
-        while let Ok(frame) = rx.try_recv() {
-            outbox.push(frame);
-        }
+    if let Some(pooled) = &pooled {
+        outbox.take_pooled(pooled);
+        // Answers of calls still running have nobody to go to.
+        pooled.close();
     }
     let written = tokio::select! {
         r = outbox.finish() => match r {
@@ -434,10 +439,11 @@ where
     }
 }
 
-/// The next answer from the worker pool (never, when there is no pool).
-async fn recv_pooled(rx: &mut Option<mpsc::Receiver<OutFrame>>) -> Option<OutFrame> {
-    match rx {
-        Some(rx) => rx.recv().await,
+/// Completes when the worker pool has news for this connection (never, when
+/// there is no pool).
+async fn pool_news(pooled: Option<&PoolAnswers>) {
+    match pooled {
+        Some(pooled) => std::future::poll_fn(|cx| pooled.poll_news(cx)).await,
         None => std::future::pending().await,
     }
 }
@@ -474,15 +480,17 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
 
     /// Encodes `frame` at the end of the outbox.
     fn push(&mut self, frame: OutFrame) {
-        if let Err(e) = frame.encode(&mut self.buf, self.max_frame) {
-            // Only an answer can be too large (and `finish_call` already turns
-            // an oversize result into an error): answer with the error instead
-            // of leaving the caller to its timeout.
-            let error = OutFrame::error(frame.request_id, frame.serializer, &e);
-            if let Err(e) = error.encode(&mut self.buf, self.max_frame) {
-                warn!(error = %e, request_id = frame.request_id, "answer not encodable: dropped");
-            }
+        encode_answer(&mut self.buf, &frame, self.max_frame);
+    }
+
+    /// Moves the answers the worker pool has encoded so far to the end of the
+    /// outbox (when the outbox is empty, the two buffers trade places).
+    fn take_pooled(&mut self, pooled: &PoolAnswers) {
+        if self.is_empty() {
+            self.buf.clear();
+            self.written = 0;
         }
+        pooled.take(&mut self.buf, 4 * self.max_batch);
     }
 
     fn is_empty(&self) -> bool {
@@ -577,8 +585,8 @@ impl DirectCall<'_> {
 
 struct Conn<'a> {
     ctx: &'a Arc<ServerCtx>,
-    /// Where pool threads send their answers (pool mode only).
-    pool_tx: Option<&'a mpsc::Sender<OutFrame>>,
+    /// Where pool threads put their answers (pool mode only).
+    pooled: Option<&'a Arc<PoolAnswers>>,
     peer: SocketAddr,
     stopping: bool,
 }
@@ -602,7 +610,6 @@ impl<'a> Conn<'a> {
         &self,
         frame: Frame,
         received: Instant,
-        in_flight: &Arc<InFlight>,
         answers: &mut Outbox<W>,
     ) -> Option<(DirectCall<'a>, RpcRequest)> {
         let id = frame.header.request_id;
@@ -656,18 +663,14 @@ impl<'a> Conn<'a> {
             timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64)),
             peer: Some(self.peer),
         };
-        match (&self.ctx.pool, self.pool_tx) {
-            (Some(pool), Some(pool_tx)) => {
+        match (&self.ctx.pool, self.pooled) {
+            (Some(pool), Some(pooled)) => {
                 let job = PoolJob {
                     ctx: self.ctx.clone(),
                     route: route.clone(),
                     req,
                     received,
-                    reply: Reply::Frame {
-                        answers: pool_tx.clone(),
-                        id,
-                    },
-                    permit: Some(in_flight.acquire()),
+                    reply: Reply::Frame(pooled.reserve(id, raw_ser)),
                 };
                 if let Err(busy) = job.submit(pool, self.ctx, route) {
                     answers.push(OutFrame::error(id, raw_ser, &busy));

@@ -21,9 +21,10 @@ use rpc_codec::OutFrame;
 use rpc_core::{
     Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use crate::answers::AnswerSlot;
 use crate::metrics::Metrics;
 use crate::pool::WorkerPool;
 use crate::router::{Route, RouteEntry, Router};
@@ -147,13 +148,14 @@ pub(crate) fn finish_call(
 }
 
 /// Runs `req` to completion, whatever the protocol: [`start_call`] then
-/// [`finish_call`], with panics contained.
+/// [`finish_call`], with panics contained. `started` is the caller's clock
+/// reading at the start (one `Instant::now` fewer when it has one anyway).
 pub(crate) async fn execute(
     ctx: &ServerCtx,
     route: &RouteEntry,
     req: RpcRequest,
+    started: Instant,
 ) -> Result<Bytes, RpcError> {
-    let started = Instant::now();
     let outcome = AssertUnwindSafe(start_call(ctx, route, req))
         .catch_unwind()
         .await;
@@ -178,8 +180,9 @@ fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-/// Completion bookkeeping of one in-flight call: when dropped (response queued,
-/// or the task lost), the connection may read again.
+/// Completion bookkeeping of one call polled by its connection task (direct
+/// dispatch): when dropped (answered, or the call lost), the connection may
+/// read again.
 pub(crate) struct InFlightPermit(pub Arc<InFlight>);
 
 impl Drop for InFlightPermit {
@@ -189,7 +192,7 @@ impl Drop for InFlightPermit {
     }
 }
 
-/// Per-connection count of calls in progress.
+/// Per-connection count of calls in progress on the connection task.
 #[derive(Default)]
 pub(crate) struct InFlight {
     pub count: std::sync::atomic::AtomicUsize,
@@ -209,24 +212,18 @@ impl InFlight {
 
 /// Where a pooled call's outcome goes.
 pub(crate) enum Reply {
-    /// A binary-protocol connection: an answer frame with this request id, sent
-    /// to the connection task (which writes it).
-    Frame {
-        answers: mpsc::Sender<OutFrame>,
-        id: u64,
-    },
+    /// A binary-protocol connection: an answer frame, encoded into the
+    /// connection's [`PoolAnswers`](crate::answers::PoolAnswers).
+    Frame(AnswerSlot),
     /// An in-process waiter (the HTTP gateway).
     Channel(oneshot::Sender<Result<Bytes, RpcError>>),
 }
 
 impl Reply {
     /// Delivers from a worker thread. A caller that has gone away is not an error.
-    fn deliver_blocking(self, serializer: u8, result: Result<Bytes, RpcError>) {
+    fn deliver(self, result: Result<Bytes, RpcError>) {
         match self {
-            Reply::Frame { answers, id } => {
-                // A closed connection has nobody to answer: not an error.
-                let _ = answers.blocking_send(answer_frame(id, serializer, result));
-            }
+            Reply::Frame(slot) => slot.answer(result),
             Reply::Channel(tx) => {
                 let _ = tx.send(result);
             }
@@ -240,8 +237,13 @@ impl Reply {
 /// runtime entry and parking cost more than a short handler itself; only a call
 /// that is still pending is handed to `block_on`, which goes on polling the
 /// same future.
-fn run_on_worker(ctx: &ServerCtx, route: &RouteEntry, req: RpcRequest) -> Result<Bytes, RpcError> {
-    let mut call = std::pin::pin!(execute(ctx, route, req));
+fn run_on_worker(
+    ctx: &ServerCtx,
+    route: &RouteEntry,
+    req: RpcRequest,
+    started: Instant,
+) -> Result<Bytes, RpcError> {
+    let mut call = std::pin::pin!(execute(ctx, route, req, started));
     let first = {
         let _runtime = ctx.runtime.enter();
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
@@ -260,7 +262,6 @@ pub(crate) struct PoolJob {
     pub req: RpcRequest,
     pub received: Instant,
     pub reply: Reply,
-    pub permit: Option<InFlightPermit>,
 }
 
 impl PoolJob {
@@ -272,10 +273,12 @@ impl PoolJob {
             req,
             received,
             reply,
-            permit,
         } = self;
-        let serializer = req.serializer.id();
-        let expired = req.timeout.filter(|t| received.elapsed() >= *t);
+        // One clock reading: how long the call queued, and when it started.
+        let started = Instant::now();
+        let expired = req
+            .timeout
+            .filter(|t| started.saturating_duration_since(received) >= *t);
         let result = match expired {
             // The caller has given up already: do not spend a worker on it.
             Some(timeout) => {
@@ -286,14 +289,13 @@ impl PoolJob {
                     timeout,
                 })
             }
-            None => run_on_worker(&ctx, &route, req),
+            None => run_on_worker(&ctx, &route, req, started),
         };
-        reply.deliver_blocking(serializer, result);
-        drop(permit);
+        reply.deliver(result);
     }
 
     /// Submits to the pool. When the pool is full the job is dropped unrun
-    /// (releasing its in-flight permit) and its reply is handed back with the
+    /// (its answer slot counts the call done without answering) and its reply is handed back with the
     /// `ServerBusy` error, to be answered right away. `ctx` and `route` (the
     /// caller's, the same the job holds) count the rejection: borrowed rather
     /// than cloned out of the job, whose `Arc`s are shared by every connection

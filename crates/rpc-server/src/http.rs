@@ -239,13 +239,12 @@ async fn call(
                     req: rpc_req,
                     received,
                     reply: Reply::Channel(tx),
-                    permit: None,
                 }
                 .submit(pool, ctx, &route)?;
                 rx.await
                     .map_err(|_| RpcError::Handler("the worker dropped the call".into()))?
             }
-            _ => execute(ctx, &route, rpc_req).await,
+            _ => execute(ctx, &route, rpc_req, Instant::now()).await,
         }
     };
     let result = match timeout {

@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+mod answers;
 pub mod config;
 mod connection;
 mod dispatch;

@@ -1,0 +1,323 @@
+//! [`PoolAnswers`]: where the worker pool puts one connection's answers.
+//!
+//! In `pool` dispatch the handlers run on worker threads, but the answers are
+//! written by the connection task (it owns the socket and coalesces every
+//! answer of a batch into one `write`). This is the hand-over between the two:
+//! a buffer of encoded answer frames under one short lock, plus the count of
+//! the connection's calls still on the pool.
+//!
+//! # Why a shared buffer and not a channel
+//!
+//! The first version sent each answer as an `OutFrame` over a bounded tokio
+//! channel with `blocking_send`. Per call that was a semaphore acquire, a
+//! `block_on` around it (runtime context set and reset on the worker thread), a
+//! linked-list push, the frame moved twice, and on the connection side a pop
+//! and a permit released per answer, plus an `Arc` clone for the sender and one
+//! for the in-flight permit in every job. Here a worker encodes its answer
+//! straight into the buffer (the one copy the answer needed anyway), counts the
+//! call done, and wakes the connection task only if it is parked waiting for
+//! answers; the task takes the whole buffer in one swap when its own outbox is
+//! empty, so the two buffers trade places and neither side allocates.
+//!
+//! # Bounds
+//!
+//! Nothing here blocks a worker: a connection whose client does not read only
+//! stops *reading requests* (the connection task's outbox high-water mark and
+//! `max_in_flight_per_connection`), so the buffer never holds more than the
+//! answers of that connection's in-flight calls. Once the connection is gone
+//! ([`close`](PoolAnswers::close)), late answers are dropped instead of kept.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use rpc_codec::OutFrame;
+use rpc_core::RpcError;
+use tracing::warn;
+
+/// One connection's answers from the worker pool, and its calls still there.
+pub(crate) struct PoolAnswers {
+    state: Mutex<State>,
+    /// Calls submitted to the pool and not answered yet.
+    in_flight: AtomicUsize,
+    max_frame: usize,
+}
+
+struct State {
+    /// Encoded answer frames, back to back.
+    buf: BytesMut,
+    /// The connection task, when it waits for answers.
+    waker: Option<Waker>,
+    /// Something was delivered since [`PoolAnswers::poll_news`] last said so.
+    news: bool,
+    /// The connection is gone: answers are dropped.
+    closed: bool,
+}
+
+impl PoolAnswers {
+    pub fn new(max_frame: usize) -> Self {
+        PoolAnswers {
+            state: Mutex::new(State {
+                buf: BytesMut::new(),
+                waker: None,
+                news: false,
+                closed: false,
+            }),
+            in_flight: AtomicUsize::new(0),
+            max_frame,
+        }
+    }
+
+    /// Counts a call handed to the pool; its [`AnswerSlot`] answers it (or,
+    /// dropped unanswered, just counts it done).
+    pub fn reserve(self: &std::sync::Arc<Self>, request_id: u64, serializer: u8) -> AnswerSlot {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        AnswerSlot {
+            answers: Some(self.clone()),
+            request_id,
+            serializer,
+        }
+    }
+
+    /// Calls of this connection on the pool, not answered yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Ready when something happened since the last time it was: an answer
+    /// arrived or a pooled call ended without one (the caller then
+    /// [`take`](Self::take)s the answers and re-checks
+    /// [`in_flight`](Self::in_flight)); otherwise `cx` is woken by the next.
+    pub fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.state.lock();
+        if std::mem::take(&mut st.news) {
+            return Poll::Ready(());
+        }
+        if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            st.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// Moves every answer delivered so far to the end of `out`, without
+    /// waiting. Returns whether there was any.
+    pub fn take(&self, out: &mut BytesMut, max_keep: usize) -> bool {
+        let mut st = self.state.lock();
+        if st.buf.is_empty() {
+            return false;
+        }
+        Self::move_out(&mut st, out, max_keep);
+        true
+    }
+
+    fn move_out(st: &mut State, out: &mut BytesMut, max_keep: usize) {
+        if out.is_empty() {
+            // Trade buffers: the workers go on encoding into `out`'s old
+            // storage, unless it grew past what is worth keeping.
+            out.clear();
+            std::mem::swap(out, &mut st.buf);
+            if st.buf.capacity() > max_keep {
+                st.buf = BytesMut::new();
+            }
+        } else {
+            out.extend_from_slice(&st.buf);
+            st.buf.clear();
+        }
+    }
+
+    /// The connection is gone: drop what is buffered and every later answer.
+    pub fn close(&self) {
+        let mut st = self.state.lock();
+        st.closed = true;
+        st.buf = BytesMut::new();
+        st.waker = None;
+    }
+
+    /// Encodes the answer (unless the connection is gone), counts the call
+    /// done and wakes the connection task if it waits.
+    fn deliver(&self, frame: Option<&OutFrame>) {
+        let waker = {
+            let mut st = self.state.lock();
+            if let Some(frame) = frame {
+                if !st.closed {
+                    encode_answer(&mut st.buf, frame, self.max_frame);
+                }
+            }
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            st.news = true;
+            st.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// The right (and duty) to answer one pooled call of a connection. Dropped
+/// without [`answer`](Self::answer) (the job was rejected or lost) it still
+/// counts the call done, so the connection does not wait for it forever.
+pub(crate) struct AnswerSlot {
+    answers: Option<std::sync::Arc<PoolAnswers>>,
+    request_id: u64,
+    serializer: u8,
+}
+
+impl AnswerSlot {
+    /// Queues the call's answer for the connection task to write.
+    pub fn answer(mut self, result: Result<Bytes, RpcError>) {
+        if let Some(answers) = self.answers.take() {
+            let frame = crate::dispatch::answer_frame(self.request_id, self.serializer, result);
+            answers.deliver(Some(&frame));
+        }
+    }
+}
+
+impl Drop for AnswerSlot {
+    fn drop(&mut self) {
+        if let Some(answers) = self.answers.take() {
+            answers.deliver(None);
+        }
+    }
+}
+
+/// Encodes an answer frame at the end of `buf`. An answer too large for the
+/// frame limit is replaced by its `FrameTooLarge` error (only an answer can be
+/// too large, and `finish_call` already turns most into errors): the caller
+/// gets an error instead of waiting for its timeout.
+pub(crate) fn encode_answer(buf: &mut BytesMut, frame: &OutFrame, max_frame: usize) {
+    if let Err(e) = frame.encode(buf, max_frame) {
+        let error = OutFrame::error(frame.request_id, frame.serializer, &e);
+        if let Err(e) = error.encode(buf, max_frame) {
+            warn!(error = %e, request_id = frame.request_id, "answer not encodable: dropped");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpc_codec::{FrameCodec, FrameKind};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::task::Wake;
+    use tokio_util::codec::Decoder;
+
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn decode_all(mut buf: BytesMut) -> Vec<(u64, FrameKind, u8, Bytes)> {
+        let mut codec = FrameCodec::new(1 << 20);
+        let mut out = Vec::new();
+        while let Some(f) = codec.decode(&mut buf).unwrap() {
+            out.push((f.header.request_id, f.header.kind, f.header.status, f.body));
+        }
+        assert!(buf.is_empty(), "trailing bytes");
+        out
+    }
+
+    #[test]
+    fn answers_are_taken_in_order_and_wake_a_waiting_task_once() {
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut out = BytesMut::new();
+
+        let a = answers.reserve(1, 0);
+        let b = answers.reserve(2, 0);
+        assert_eq!(answers.in_flight(), 2);
+        assert!(answers.poll_news(&mut cx).is_pending());
+
+        a.answer(Ok(Bytes::from_static(b"one")));
+        assert!(
+            flag.0.swap(false, Ordering::SeqCst),
+            "the waiting task is woken"
+        );
+        b.answer(Ok(Bytes::from_static(b"two")));
+        assert!(
+            !flag.0.load(Ordering::SeqCst),
+            "woken once per wait, not per answer"
+        );
+        assert_eq!(answers.in_flight(), 0);
+
+        assert!(answers.poll_news(&mut cx).is_ready());
+        assert!(answers.poll_news(&mut cx).is_pending(), "news is told once");
+        assert!(answers.take(&mut out, 1 << 16));
+        let got = decode_all(out);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0, &got[0].3[..]), (1, &b"one"[..]));
+        assert_eq!((got[1].0, &got[1].3[..]), (2, &b"two"[..]));
+        assert!(got.iter().all(|f| f.1 == FrameKind::Response && f.2 == 0));
+    }
+
+    #[test]
+    fn taking_into_a_non_empty_buffer_appends() {
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let mut out = BytesMut::new();
+        encode_answer(
+            &mut out,
+            &OutFrame::response(7, 0, Bytes::from_static(b"first")),
+            1 << 20,
+        );
+        answers
+            .reserve(8, 0)
+            .answer(Ok(Bytes::from_static(b"second")));
+        assert!(answers.take(&mut out, 1 << 16));
+        assert!(!answers.take(&mut out, 1 << 16), "nothing left");
+        let ids: Vec<u64> = decode_all(out).into_iter().map(|f| f.0).collect();
+        assert_eq!(ids, vec![7, 8]);
+    }
+
+    #[test]
+    fn a_dropped_slot_counts_the_call_done_without_an_answer() {
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let slot = answers.reserve(1, 0);
+        assert_eq!(answers.in_flight(), 1);
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        assert!(answers
+            .poll_news(&mut Context::from_waker(&waker))
+            .is_pending());
+        drop(slot);
+        assert_eq!(answers.in_flight(), 0);
+        assert!(
+            flag.0.load(Ordering::SeqCst),
+            "the connection task is woken to re-check its in-flight count"
+        );
+        assert!(answers
+            .poll_news(&mut Context::from_waker(&waker))
+            .is_ready());
+        assert!(!answers.take(&mut BytesMut::new(), 1 << 16));
+    }
+
+    #[test]
+    fn an_oversize_answer_becomes_an_error_frame() {
+        let answers = Arc::new(PoolAnswers::new(64));
+        answers
+            .reserve(3, 0)
+            .answer(Ok(Bytes::from(vec![0u8; 1000])));
+        let mut out = BytesMut::new();
+        assert!(answers.take(&mut out, 1 << 16));
+        let got = decode_all(out);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 3);
+        assert_eq!(got[0].1, FrameKind::Response);
+        assert_ne!(got[0].2, 0, "an error status, not the answer");
+        assert!(got[0].3.len() < 64);
+    }
+
+    #[test]
+    fn answers_after_close_are_dropped_but_counted() {
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let slot = answers.reserve(1, 0);
+        answers.close();
+        slot.answer(Ok(Bytes::from_static(b"late")));
+        assert_eq!(answers.in_flight(), 0);
+        assert!(!answers.take(&mut BytesMut::new(), 1 << 16));
+    }
+}
