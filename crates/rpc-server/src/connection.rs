@@ -441,12 +441,38 @@ where
 
 /// Completes when the worker pool has news for this connection (never, when
 /// there is no pool).
+///
+/// With calls on the pool and nothing else to do, the task first gives its
+/// CPU away a few times ([`ANSWER_YIELDS`]) before it lets the runtime thread
+/// park: the answer is usually a few microseconds away, on a worker that this
+/// very yield lets run. Parking instead costs the runtime thread a sleep in
+/// `epoll_wait` and the worker an `eventfd` write to wake it — per handful of
+/// answers, the largest single cost of pool dispatch (0.15 context switches per
+/// call on the runtime thread at 1:100, about 0.6 µs per call).
 async fn pool_news(pooled: Option<&PoolAnswers>) {
-    match pooled {
-        Some(pooled) => std::future::poll_fn(|cx| pooled.poll_news(cx)).await,
-        None => std::future::pending().await,
-    }
+    let Some(pooled) = pooled else {
+        return std::future::pending().await;
+    };
+    let mut yields = if pooled.in_flight() > 0 {
+        ANSWER_YIELDS
+    } else {
+        0
+    };
+    std::future::poll_fn(|cx| loop {
+        match pooled.poll_news(cx) {
+            Poll::Pending if yields > 0 => {
+                yields -= 1;
+                std::thread::yield_now();
+            }
+            news => return news,
+        }
+    })
+    .await
 }
+
+/// How many times a connection task waiting only for pool answers yields its
+/// thread before it parks (see [`pool_news`]).
+const ANSWER_YIELDS: u32 = 2;
 
 /// The connection's write side: answers encoded back to back into one buffer,
 /// written with one `write` per batch.
