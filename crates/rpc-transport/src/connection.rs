@@ -445,12 +445,11 @@ async fn read_loop<R: AsyncRead + Unpin>(
     activity: Arc<Activity>,
 ) {
     let close = shared.close.clone();
-    let closed = close.closed();
-    tokio::pin!(closed);
+    let mut closed = close.watch();
     loop {
         // The read comes first: while frames keep arriving, the close waiter is
-        // not polled at all (polling it takes a lock); it is checked with one
-        // atomic load instead, and polled only when the read has to wait.
+        // not polled at all; it is checked with one atomic load instead, and
+        // polled (cheaply, see `ClosedWatch`) only when the read has to wait.
         if close.is_closed() {
             break;
         }

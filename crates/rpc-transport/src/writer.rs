@@ -277,8 +277,8 @@ struct WriterTask<W> {
 impl<W: AsyncWrite + Unpin> WriterTask<W> {
     async fn run(mut self) {
         let close = self.shared.close.clone();
-        // The write loop is polled first; the close waiter (whose poll takes a
-        // lock) only when the loop has to wait.
+        // The write loop is polled first; the close waiter only when the loop
+        // has to wait, and then cheaply (see `ClosedWatch`).
         tokio::select! {
             biased;
             result = self.write_loop() => {
@@ -292,7 +292,7 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
                     Err(reason) => close.fail_writes(reason),
                 }
             }
-            _ = close.closed() => {}
+            _ = close.watch() => {}
         }
         // Whatever is still queued will never be written.
         let queued = {
