@@ -52,6 +52,8 @@ const ARENA_CHUNK: usize = 64 * 1024;
 /// A thread's body arena and the size of the last body encoded in it.
 struct Arena {
     buf: BytesMut,
+    /// The previous chunk, while bodies split off it may still be in use.
+    spare: BytesMut,
     last_len: usize,
 }
 
@@ -59,6 +61,7 @@ thread_local! {
     /// Bodies are encoded here and split off; see [`encode_body`].
     static ARENA: RefCell<Arena> = RefCell::new(Arena {
         buf: BytesMut::new(),
+        spare: BytesMut::new(),
         last_len: 0,
     });
 }
@@ -89,11 +92,25 @@ pub fn encode_body<T: ?Sized>(
             encode(value, &mut out)?;
             return Ok(out.freeze());
         };
-        let Arena { buf, last_len } = &mut *arena;
+        let Arena {
+            buf,
+            spare,
+            last_len,
+        } = &mut *arena;
         // Capped: one huge body should not make the next small ones reserve huge chunks.
         let want = (*last_len).clamp(ARENA_CHUNK / 8, 1 << 20);
-        if buf.capacity() < want {
-            buf.reserve(ARENA_CHUNK.max(2 * want));
+        if buf.capacity() < want && !buf.try_reclaim(want) {
+            // Bodies of this chunk are still in use (a call keeps its request
+            // until answered): take the previous chunk back if its bodies are
+            // gone, else a new one, keeping this one as the spare. Allocating
+            // anew each time cost large bodies a page fault every few KiB
+            // (glibc hands back memory it has just returned to the kernel).
+            if spare.try_reclaim(want) {
+                std::mem::swap(buf, spare);
+            } else {
+                let fresh = BytesMut::with_capacity(ARENA_CHUNK.max(2 * want));
+                *spare = std::mem::replace(buf, fresh);
+            }
         }
         match encode(value, buf) {
             Ok(()) => {
@@ -158,6 +175,36 @@ mod tests {
         from_uid: u64,
         to_uid: u64,
         content: String,
+    }
+
+    #[test]
+    fn the_arena_takes_its_previous_chunk_back_once_its_bodies_are_dropped() {
+        let body = vec![3u8; 100 << 10];
+        let copy = |v: &Vec<u8>, out: &mut BytesMut| {
+            out.extend_from_slice(v);
+            Ok(())
+        };
+        // On a thread of its own: the arena is per thread.
+        std::thread::spawn(move || {
+            let _warm = encode_body(&body, copy).unwrap();
+            let a = encode_body(&body, copy).unwrap();
+            let b = encode_body(&body, copy).unwrap();
+            let c = encode_body(&body, copy).unwrap();
+            assert_eq!(&a[..], &body[..]);
+            // Each body reserves room for two: `a` and `b` share a chunk,
+            // `c` (with `a` and `b` alive) needed another.
+            let (a_ptr, b_ptr) = (a.as_ptr() as usize, b.as_ptr() as usize);
+            assert_eq!(b_ptr - a_ptr, body.len(), "a and b share a chunk");
+            drop((a, b, c));
+            // `d` fills what is left of `c`'s chunk; `e` finds no room there
+            // (`d` lives) and takes the spare, `a` and `b`'s chunk, back.
+            let d = encode_body(&body, copy).unwrap();
+            let e = encode_body(&body, copy).unwrap();
+            assert_eq!(e.as_ptr() as usize, a_ptr, "the spare chunk is reused");
+            drop(d);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
