@@ -59,6 +59,8 @@ const GROW_STEPS: usize = 4;
 /// flight, one spare was not enough (both frames still held when the third
 /// arrives).
 const SPARES: usize = 2;
+/// Room worth reading into rather than allocating anew, when frames are small.
+const MIN_ROOM: usize = 16 << 10;
 const SHRINK_STEPS: usize = 1;
 
 /// An adaptively sized read buffer.
@@ -134,12 +136,16 @@ impl AdaptiveReadBuffer {
             // Nothing buffered and no read has filled its offer yet: stay small.
             want = SIZES[self.min_index].min(want);
         }
+        // The rest of the frame being assembled: what this read must make
+        // room for (reading past it is only an optimisation).
+        let mut frame_rest = 0;
         if let Some(total) = frame_len {
-            want = want.max(total.saturating_sub(self.buf.len()));
+            frame_rest = total.saturating_sub(self.buf.len());
+            want = want.max(frame_rest);
             self.recent_frame = self.recent_frame.max(total);
         }
         if self.buf.is_empty() {
-            // Oversized for the read size *and* for the frames that just
+            // Oversized for the read size *and* for the frames that recently
             // streamed through: give the memory back, the spares' too. (Large
             // frames arrive in several reads, which shrink the read size; on
             // that alone the buffer was dropped after every 100 KiB frame and
@@ -149,10 +155,24 @@ impl AdaptiveReadBuffer {
                 self.buf = BytesMut::new();
                 self.spares = Default::default();
             }
-            self.recent_frame = 0;
+            // Frames of that size count less and less once they stop coming.
+            self.recent_frame /= 2;
         }
-        if self.buf.capacity() - self.buf.len() < want && !self.buf.try_reclaim(want) {
-            let needed = self.buf.len() + want;
+        let room = self.buf.capacity() - self.buf.len();
+        // Enough to go on with when the full read size would take a new
+        // allocation: the rest of the frame, or room for a frame like the
+        // recent ones (the read size overshoots: one full read grows it four
+        // steps, 64 KiB to 1 MiB, and allocating that for 100 KiB frames faulted
+        // in fresh pages on every call).
+        let enough = if frame_len.is_some() {
+            frame_rest
+        } else {
+            self.recent_frame.max(MIN_ROOM)
+        }
+        .max(SIZES[self.min_index])
+        .min(want);
+        if room < want && !self.buf.try_reclaim(want) && room < enough {
+            let needed = self.buf.len() + enough;
             if let Some(spare) = self
                 .spares
                 .iter_mut()
@@ -311,10 +331,37 @@ mod tests {
         let mut b = AdaptiveReadBuffer::new(512, 1 << 20);
         b.prepare(Some(4 << 20));
         assert!(b.capacity() >= 4 << 20);
+        // The next (small) read still has the large frame's buffer: frames of
+        // that size may be streaming.
+        b.prepare(None);
+        assert!(b.capacity() >= 4 << 20);
+        // Small reads only: the buffer is given back within a few of them.
         for _ in 0..40 {
             b.record(10);
+            b.prepare(None);
         }
-        b.prepare(None);
         assert!(b.capacity() < 64 << 10, "capacity {}", b.capacity());
+    }
+
+    #[test]
+    fn a_buffer_with_room_for_the_rest_of_the_frame_is_read_into() {
+        let mut b = AdaptiveReadBuffer::new(512, 1 << 20);
+        // Grow the read size to its top.
+        for _ in 0..4 {
+            b.record(usize::MAX);
+        }
+        assert_eq!(b.next_read_size(), 1 << 20);
+        // A 100 KiB frame, half read, while an earlier frame of the same
+        // allocation is still held: the read size would want 1 MiB more, the
+        // frame only its other half, for which there is room.
+        let buf = b.prepare(Some(300 << 10));
+        buf.extend_from_slice(&[1u8; 100 << 10]);
+        let held = buf.split().freeze();
+        buf.extend_from_slice(&[2u8; 50 << 10]);
+        let at = buf.as_ptr();
+        let buf = b.prepare(Some(100 << 10));
+        assert_eq!(buf.as_ptr(), at, "no new allocation");
+        assert!(buf.capacity() - buf.len() >= 50 << 10);
+        drop(held);
     }
 }
