@@ -139,13 +139,17 @@ impl PoolAnswers {
     fn deliver(&self, frame: Option<&OutFrame>) {
         let waker = {
             let mut st = self.state.lock();
+            // Counted done first, so that even a panic in the encode below
+            // cannot leave the call counted forever. The connection task
+            // reads the count without the lock, but it takes the lock to
+            // collect answers, so it still finds this one.
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            st.news = true;
             if let Some(frame) = frame {
                 if !st.closed {
                     encode_answer(&mut st.buf, frame, self.max_frame);
                 }
             }
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
-            st.news = true;
             st.waker.take()
         };
         if let Some(waker) = waker {
@@ -166,8 +170,10 @@ pub(crate) struct AnswerSlot {
 impl AnswerSlot {
     /// Queues the call's answer for the connection task to write.
     pub fn answer(mut self, result: Result<Bytes, RpcError>) {
+        // Built before the slot gives up its duty: a panic here still counts
+        // the call done (on drop).
+        let frame = crate::dispatch::answer_frame(self.request_id, self.serializer, result);
         if let Some(answers) = self.answers.take() {
-            let frame = crate::dispatch::answer_frame(self.request_id, self.serializer, result);
             answers.deliver(Some(&frame));
         }
     }

@@ -70,6 +70,11 @@ pub struct AdaptiveReadBuffer {
     /// Previous allocations, newest first, while frames split off them may
     /// still be in use (`BytesMut::new()`, allocating nothing, otherwise).
     spares: [BytesMut; SPARES],
+    /// The size of each spare's allocation (as last seen through its view:
+    /// a cleared view no longer shows it).
+    spare_sizes: [usize; SPARES],
+    /// The same for `buf`.
+    buf_size: usize,
     index: usize,
     min_index: usize,
     max_index: usize,
@@ -102,6 +107,8 @@ impl AdaptiveReadBuffer {
         AdaptiveReadBuffer {
             buf: BytesMut::new(),
             spares: Default::default(),
+            spare_sizes: [0; SPARES],
+            buf_size: 0,
             index,
             min_index,
             max_index,
@@ -125,12 +132,13 @@ impl AdaptiveReadBuffer {
     /// Bytes currently allocated (for memory accounting and tests), the
     /// spare included.
     pub fn capacity(&self) -> usize {
-        self.buf.capacity() + self.spares.iter().map(BytesMut::capacity).sum::<usize>()
+        self.buf.capacity() + self.spare_sizes.iter().sum::<usize>()
     }
 
     /// Makes room for the next read and returns the buffer to read into.
     /// `frame_len` is the total size of the frame being assembled, when known.
     pub fn prepare(&mut self, frame_len: Option<usize>) -> &mut BytesMut {
+        self.buf_size = self.buf_size.max(self.buf.len() + self.buf.capacity());
         let mut want = self.next_read_size();
         if self.starting && self.buf.is_empty() {
             // Nothing buffered and no read has filled its offer yet: stay small.
@@ -153,7 +161,15 @@ impl AdaptiveReadBuffer {
             let sized_for = want.max(self.recent_frame).max(SIZES[self.min_index]);
             if self.buf.capacity() > 4 * sized_for {
                 self.buf = BytesMut::new();
-                self.spares = Default::default();
+                self.buf_size = 0;
+            }
+            // A spare is let go on the same terms (held frames keep their
+            // memory alive anyway; a spare must not keep it beyond them).
+            for (spare, size) in self.spares.iter_mut().zip(&mut self.spare_sizes) {
+                if *size > 4 * sized_for {
+                    *spare = BytesMut::new();
+                    *size = 0;
+                }
             }
             // Frames of that size count less and less once they stop coming.
             self.recent_frame /= 2;
@@ -173,16 +189,14 @@ impl AdaptiveReadBuffer {
         .min(want);
         if room < want && !self.buf.try_reclaim(want) && room < enough {
             let needed = self.buf.len() + enough;
-            if let Some(spare) = self
-                .spares
-                .iter_mut()
-                .find_map(|s| s.try_reclaim(needed).then_some(s))
-            {
+            if let Some(i) = self.spares.iter_mut().position(|s| s.try_reclaim(needed)) {
                 // A previous allocation is free again: move the partial frame
                 // there, and keep this one as a spare in its place.
-                spare.extend_from_slice(&self.buf);
+                self.spares[i].extend_from_slice(&self.buf);
                 self.buf.clear();
-                std::mem::swap(&mut self.buf, spare);
+                std::mem::swap(&mut self.buf, &mut self.spares[i]);
+                std::mem::swap(&mut self.buf_size, &mut self.spare_sizes[i]);
+                self.buf_size = self.buf_size.max(self.buf.len() + self.buf.capacity());
                 self.offered = self.buf.capacity() - self.buf.len();
                 return &mut self.buf;
             }
@@ -200,6 +214,8 @@ impl AdaptiveReadBuffer {
             // use after all this time, is let go).
             self.buf.clear();
             self.spares.rotate_right(1);
+            self.spare_sizes.rotate_right(1);
+            self.spare_sizes[0] = std::mem::replace(&mut self.buf_size, fresh.capacity());
             self.spares[0] = std::mem::replace(&mut self.buf, fresh);
         }
         self.offered = self.buf.capacity() - self.buf.len();
@@ -336,6 +352,25 @@ mod tests {
         b.prepare(None);
         assert!(b.capacity() >= 4 << 20);
         // Small reads only: the buffer is given back within a few of them.
+        for _ in 0..40 {
+            b.record(10);
+            b.prepare(None);
+        }
+        assert!(b.capacity() < 64 << 10, "capacity {}", b.capacity());
+    }
+
+    #[test]
+    fn a_large_spare_is_let_go_once_small_frames_follow() {
+        let mut b = AdaptiveReadBuffer::new(512, 16 << 20);
+        // A 4 MiB frame, still held (by a handler, say) when the next read
+        // comes: its allocation becomes a spare.
+        let buf = b.prepare(Some(4 << 20));
+        buf.extend_from_slice(&vec![0u8; 4 << 20]);
+        let held = buf.split().freeze();
+        b.prepare(None);
+        assert!(b.capacity() >= 4 << 20, "the spare still counts");
+        drop(held);
+        // Small reads only: the spare goes within a few of them.
         for _ in 0..40 {
             b.record(10);
             b.prepare(None);
