@@ -107,11 +107,6 @@ impl PoolAnswers {
         if st.buf.is_empty() {
             return false;
         }
-        Self::move_out(&mut st, out, max_keep);
-        true
-    }
-
-    fn move_out(st: &mut State, out: &mut BytesMut, max_keep: usize) {
         if out.is_empty() {
             // Trade buffers: the workers go on encoding into `out`'s old
             // storage, unless it grew past what is worth keeping.
@@ -124,6 +119,7 @@ impl PoolAnswers {
             out.extend_from_slice(&st.buf);
             st.buf.clear();
         }
+        true
     }
 
     /// The connection is gone: drop what is buffered and every later answer.

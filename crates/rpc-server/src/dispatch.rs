@@ -295,11 +295,11 @@ impl PoolJob {
     }
 
     /// Submits to the pool. When the pool is full the job is dropped unrun
-    /// (its answer slot counts the call done without answering) and its reply is handed back with the
-    /// `ServerBusy` error, to be answered right away. `ctx` and `route` (the
-    /// caller's, the same the job holds) count the rejection: borrowed rather
-    /// than cloned out of the job, whose `Arc`s are shared by every connection
-    /// and worker thread.
+    /// (its answer slot counts the call done without answering) and the
+    /// `ServerBusy` error is returned, for the caller to answer right away.
+    /// `ctx` and `route` (the caller's, the same the job holds) count the
+    /// rejection: borrowed rather than cloned out of the job, whose `Arc`s are
+    /// shared by every connection and worker thread.
     pub fn submit(
         self,
         pool: &WorkerPool,

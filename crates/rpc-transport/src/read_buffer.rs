@@ -55,13 +55,23 @@ const SIZES: [usize; 16] = [
     16 << 20,
 ];
 const GROW_STEPS: usize = 4;
+const SHRINK_STEPS: usize = 1;
 /// Previous allocations kept for reuse (see the module docs): at two calls in
 /// flight, one spare was not enough (both frames still held when the third
 /// arrives).
 const SPARES: usize = 2;
 /// Room worth reading into rather than allocating anew, when frames are small.
 const MIN_ROOM: usize = 16 << 10;
-const SHRINK_STEPS: usize = 1;
+
+/// A previous allocation of the buffer, kept for reuse.
+#[derive(Debug, Default)]
+struct Spare {
+    /// A cleared view of the allocation.
+    buf: BytesMut,
+    /// The allocation's size, as last seen through the buffer's view (a
+    /// cleared view no longer shows it); 0 for none.
+    size: usize,
+}
 
 /// An adaptively sized read buffer.
 #[derive(Debug)]
@@ -69,11 +79,8 @@ pub struct AdaptiveReadBuffer {
     buf: BytesMut,
     /// Previous allocations, newest first, while frames split off them may
     /// still be in use (`BytesMut::new()`, allocating nothing, otherwise).
-    spares: [BytesMut; SPARES],
-    /// The size of each spare's allocation (as last seen through its view:
-    /// a cleared view no longer shows it).
-    spare_sizes: [usize; SPARES],
-    /// The same for `buf`.
+    spares: [Spare; SPARES],
+    /// The size of `buf`'s allocation (see [`Spare::size`]).
     buf_size: usize,
     index: usize,
     min_index: usize,
@@ -84,8 +91,9 @@ pub struct AdaptiveReadBuffer {
     starting: bool,
     /// The space offered to the last read (by `prepare`).
     offered: usize,
-    /// The largest frame assembled since the buffer was last empty: a buffer
-    /// sized for the frames actually streaming is not "oversized".
+    /// The largest frame assembled recently (halved at every read between
+    /// frames): a buffer sized for the frames actually streaming is not
+    /// "oversized".
     recent_frame: usize,
 }
 
@@ -107,7 +115,6 @@ impl AdaptiveReadBuffer {
         AdaptiveReadBuffer {
             buf: BytesMut::new(),
             spares: Default::default(),
-            spare_sizes: [0; SPARES],
             buf_size: 0,
             index,
             min_index,
@@ -132,7 +139,7 @@ impl AdaptiveReadBuffer {
     /// Bytes currently allocated (for memory accounting and tests), the
     /// spare included.
     pub fn capacity(&self) -> usize {
-        self.buf.capacity() + self.spare_sizes.iter().sum::<usize>()
+        self.buf.capacity() + self.spares.iter().map(|s| s.size).sum::<usize>()
     }
 
     /// Makes room for the next read and returns the buffer to read into.
@@ -165,10 +172,9 @@ impl AdaptiveReadBuffer {
             }
             // A spare is let go on the same terms (held frames keep their
             // memory alive anyway; a spare must not keep it beyond them).
-            for (spare, size) in self.spares.iter_mut().zip(&mut self.spare_sizes) {
-                if *size > 4 * sized_for {
-                    *spare = BytesMut::new();
-                    *size = 0;
+            for spare in &mut self.spares {
+                if spare.size > 4 * sized_for {
+                    *spare = Spare::default();
                 }
             }
             // Frames of that size count less and less once they stop coming.
@@ -188,35 +194,46 @@ impl AdaptiveReadBuffer {
         .max(SIZES[self.min_index])
         .min(want);
         if room < want && !self.buf.try_reclaim(want) && room < enough {
-            let needed = self.buf.len() + enough;
-            if let Some(i) = self.spares.iter_mut().position(|s| s.try_reclaim(needed)) {
-                // A previous allocation is free again: move the partial frame
-                // there, and keep this one as a spare in its place.
-                self.spares[i].extend_from_slice(&self.buf);
-                self.buf.clear();
-                std::mem::swap(&mut self.buf, &mut self.spares[i]);
-                std::mem::swap(&mut self.buf_size, &mut self.spare_sizes[i]);
-                self.buf_size = self.buf_size.max(self.buf.len() + self.buf.capacity());
-                self.offered = self.buf.capacity() - self.buf.len();
-                return &mut self.buf;
-            }
             // The allocation is still shared with frames in use, or too small.
-            // A fresh one sized for this read, with only the partial frame
-            // copied over: `BytesMut::reserve` would instead `realloc` the old
-            // one, copying every byte already consumed along with it
-            // (callgrind at 10:100:1024: one read in five, 7 % of the server).
-            // Some slack for the next partial frame, unless this reserves one
-            // known (possibly large) frame.
-            let slack = if frame_len.is_some() { 0 } else { want / 2 };
-            let mut fresh = BytesMut::with_capacity(self.buf.len() + want + slack);
-            fresh.extend_from_slice(&self.buf);
-            // The old allocation becomes the newest spare (the oldest, still in
-            // use after all this time, is let go).
+            // Move to a previous allocation whose frames are gone, else to a
+            // fresh one sized for this read; either way only the partial
+            // frame is copied over (`BytesMut::reserve` would `realloc` the
+            // old one, copying every byte already consumed along with it:
+            // callgrind at 10:100:1024, one read in five, 7 % of the server).
+            let needed = self.buf.len() + enough;
+            let reusable = self
+                .spares
+                .iter_mut()
+                .position(|s| s.buf.try_reclaim(needed));
+            let mut next = match reusable {
+                Some(i) => std::mem::take(&mut self.spares[i]),
+                None => {
+                    // Some slack for the next partial frame, unless this
+                    // reserves one known (possibly large) frame.
+                    let slack = if frame_len.is_some() { 0 } else { want / 2 };
+                    let buf = BytesMut::with_capacity(self.buf.len() + want + slack);
+                    Spare {
+                        size: buf.capacity(),
+                        buf,
+                    }
+                }
+            };
+            next.buf.extend_from_slice(&self.buf);
             self.buf.clear();
-            self.spares.rotate_right(1);
-            self.spare_sizes.rotate_right(1);
-            self.spare_sizes[0] = std::mem::replace(&mut self.buf_size, fresh.capacity());
-            self.spares[0] = std::mem::replace(&mut self.buf, fresh);
+            let old = Spare {
+                buf: std::mem::replace(&mut self.buf, next.buf),
+                size: std::mem::replace(&mut self.buf_size, next.size),
+            };
+            match reusable {
+                // The spare taken and this allocation trade places.
+                Some(i) => self.spares[i] = old,
+                // This one becomes the newest spare; the oldest, still in use
+                // after all this time, is let go.
+                None => {
+                    self.spares.rotate_right(1);
+                    self.spares[0] = old;
+                }
+            }
         }
         self.offered = self.buf.capacity() - self.buf.len();
         &mut self.buf
