@@ -726,3 +726,89 @@ async fn connection_and_in_flight_limits_hold() {
     })
     .await;
 }
+
+/// Records the client address (the connection) of every call it sees.
+struct PeerLog(Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>>);
+
+#[async_trait]
+impl Interceptor for PeerLog {
+    async fn call(&self, req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
+        if let Some(peer) = req.peer {
+            self.0.lock().push(peer);
+        }
+        next.run(req).await
+    }
+}
+
+/// How many calls each connection carried, largest first.
+fn calls_per_connection(peers: &[std::net::SocketAddr]) -> Vec<usize> {
+    let mut counts = std::collections::HashMap::new();
+    for p in peers {
+        *counts.entry(*p).or_insert(0usize) += 1;
+    }
+    let mut v: Vec<usize> = counts.into_values().collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v
+}
+
+// Single-threaded on purpose: the writer tasks cannot run until the test task
+// yields, so calls started in one poll are deterministically "made together".
+#[tokio::test]
+async fn fixed_connections_share_a_write_among_calls_made_together() {
+    bounded(30, async {
+        let peers = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let server = Server::builder()
+            .config(server_config(Dispatch::Direct, QueueKind::Transfer))
+            .service(CalcServer::new(Arc::new(CalcImpl::default())))
+            .interceptor(PeerLog(peers.clone()))
+            .start()
+            .await
+            .unwrap();
+        let calc = |coalesce: usize| {
+            let addr = server.local_addr().to_string();
+            async move {
+                CalcClient::new(
+                    Client::builder()
+                        .addr(addr)
+                        .connect_type(ConnectType::Fixed)
+                        .connections(4)
+                        .coalesce_calls(coalesce)
+                        .build()
+                        .await
+                        .expect("client connects"),
+                )
+            }
+        };
+        let burst = |calc: CalcClient, n: i64| async move {
+            let calls = (0..n).map(|i| {
+                let calc = calc.clone();
+                async move { calc.add(i, 1).await }
+            });
+            let answers = futures::future::join_all(calls).await;
+            for (i, a) in answers.into_iter().enumerate() {
+                assert_eq!(a.unwrap(), i as i64 + 1, "every call answered correctly");
+            }
+        };
+        let take = || std::mem::take(&mut *peers.lock());
+
+        // The default: a burst of 8 calls goes out on one connection.
+        burst(calc(16).await, 8).await;
+        assert_eq!(calls_per_connection(&take()), vec![8]);
+
+        // The cap moves a burst on: 8 calls at 3 per batch use 3 connections.
+        burst(calc(3).await, 8).await;
+        assert_eq!(calls_per_connection(&take()), vec![3, 3, 2]);
+
+        // 1 is strict round-robin per call.
+        burst(calc(1).await, 8).await;
+        assert_eq!(calls_per_connection(&take()), vec![2, 2, 2, 2]);
+
+        // Calls that do not overlap still go round-robin with the default.
+        let calc = calc(16).await;
+        for i in 0..8 {
+            assert_eq!(calc.add(i, 1).await.unwrap(), i + 1);
+        }
+        assert_eq!(calls_per_connection(&take()), vec![2, 2, 2, 2]);
+    })
+    .await;
+}

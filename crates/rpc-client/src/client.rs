@@ -415,6 +415,13 @@ impl ClientBuilder {
         self
     }
 
+    /// `fixed`: how many calls made together share one connection's write
+    /// before calls move on to the next connection (1 = strict round-robin).
+    pub fn coalesce_calls(mut self, n: usize) -> Self {
+        self.config.coalesce_calls = n;
+        self
+    }
+
     /// Connect on first use instead of at build.
     pub fn lazy_connect(mut self, lazy: bool) -> Self {
         self.config.lazy_connect = lazy;

@@ -159,6 +159,10 @@ pub struct ClientConfig {
     pub connect_type: ConnectType,
     /// `fixed`: connections per address (jkrpc default 2).
     pub connections: usize,
+    /// `fixed`: calls made together (while a connection's next write is still
+    /// gathering) that share that write before calls move on to the next
+    /// connection; 1 picks strictly round-robin per call. Default 16.
+    pub coalesce_calls: usize,
     /// `pooled`: connections kept open.
     pub min_connections: usize,
     /// `pooled`: most connections open at once.
@@ -206,6 +210,7 @@ impl Default for ClientConfig {
             down_backoff: Duration::from_millis(1000),
             connect_type: ConnectType::Fixed,
             connections: 2,
+            coalesce_calls: 16,
             min_connections: 2,
             max_connections: 10,
             pool_hold: PoolHold::Write,
@@ -280,6 +285,12 @@ impl ClientConfig {
         rpc_core::config::nonzero_ms("down_backoff_ms", self.down_backoff.as_millis() as u64)?;
         if self.connections == 0 {
             return Err(RpcError::config("connections", "must be at least 1"));
+        }
+        if self.coalesce_calls == 0 {
+            return Err(RpcError::config(
+                "coalesce_calls",
+                "must be at least 1 (1 = strict round-robin per call)",
+            ));
         }
         if self.max_connections == 0 {
             return Err(RpcError::config("max_connections", "must be at least 1"));

@@ -343,6 +343,12 @@ impl Connection {
         self.shared.close.reason().to_owned()
     }
 
+    /// Requests encoded and waiting for the connection's next write: a batch
+    /// still gathering, which one more call can join for free.
+    pub fn queued_frames(&self) -> usize {
+        self.writer.queued_frames()
+    }
+
     /// Calls waiting for a response on this connection.
     pub fn pending_count(&self) -> usize {
         self.shared.pending.len()

@@ -86,6 +86,9 @@ struct Shared {
     /// room for 100 calls of 10 KiB in flight with margin).
     high_water: usize,
     max_frame: usize,
+    /// `Queue::frames`, readable without the lock: how many frames are
+    /// gathering for the next write (see [`FrameWriter::queued_frames`]).
+    queued: AtomicUsize,
     /// Callers waiting for room, and where they wait.
     waiters: AtomicUsize,
     space: Notify,
@@ -111,6 +114,7 @@ impl Shared {
             }
             frame.encode(&mut q.buf, self.max_frame)?;
             q.frames += 1;
+            self.queued.store(q.frames, Ordering::Relaxed);
             if let Some(ack) = ack.take() {
                 q.acks.push(ack);
             }
@@ -188,6 +192,7 @@ impl FrameWriter {
             capacity: config.write_queue_capacity.max(1),
             high_water: 16 * config.max_batch_bytes.max(1),
             max_frame: config.max_frame_size,
+            queued: AtomicUsize::new(0),
             waiters: AtomicUsize::new(0),
             space: Notify::new(),
             close,
@@ -250,6 +255,13 @@ impl FrameWriter {
         }
     }
 
+    /// Frames queued and not yet taken by the writer task: a batch that is
+    /// still gathering (a relaxed read, for heuristics such as choosing a
+    /// connection whose next write a call can join).
+    pub fn queued_frames(&self) -> usize {
+        self.shared().queued.load(Ordering::Relaxed)
+    }
+
     /// The connection's close signal.
     pub fn close_signal(&self) -> &Arc<CloseSignal> {
         &self.shared().close
@@ -300,6 +312,7 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             q.stopped = true;
             q.buf = BytesMut::new();
             q.frames = 0;
+            self.shared.queued.store(0, Ordering::Relaxed);
             std::mem::take(&mut q.acks)
         };
         self.shared.space.notify_waiters();
@@ -346,6 +359,7 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             let mut q = self.shared.queue.lock();
             std::mem::swap(&mut q.buf, &mut self.spare);
             std::mem::swap(&mut q.acks, &mut self.acks);
+            self.shared.queued.store(0, Ordering::Relaxed);
             std::mem::take(&mut q.frames)
         };
         // The batch is taken: its slots are free while it is written.

@@ -46,6 +46,11 @@ impl Slot {
         Ok(conn)
     }
 
+    /// Requests waiting for this slot's connection's next write (0 without one).
+    pub fn queued_frames(&self) -> usize {
+        self.conn.read().as_ref().map_or(0, |c| c.queued_frames())
+    }
+
     pub fn is_open(&self) -> bool {
         self.current().is_some()
     }
