@@ -410,17 +410,20 @@ impl OutFrame {
             }
         }
         dst.reserve(total);
-        dst.put_slice(&MAGIC);
-        dst.put_u8(VERSION);
-        dst.put_u8(self.kind as u8);
-        dst.put_u8(self.serializer);
-        dst.put_u8(self.flags);
-        dst.put_u8(self.status as u8);
-        dst.put_u8(0);
-        dst.put_u64(self.request_id);
-        dst.put_u32(self.timeout_ms);
-        dst.put_u32(meta_len as u32);
-        dst.put_u32(self.body.len() as u32);
+        // The fixed header is assembled on the stack and appended in one copy:
+        // a dozen `put_*` calls each re-checked the buffer's room.
+        let mut header = [0u8; HEADER_LEN];
+        header[..2].copy_from_slice(&MAGIC);
+        header[2] = VERSION;
+        header[3] = self.kind as u8;
+        header[4] = self.serializer;
+        header[5] = self.flags;
+        header[6] = self.status as u8;
+        header[8..16].copy_from_slice(&self.request_id.to_be_bytes());
+        header[16..20].copy_from_slice(&self.timeout_ms.to_be_bytes());
+        header[20..24].copy_from_slice(&(meta_len as u32).to_be_bytes());
+        header[24..28].copy_from_slice(&(self.body.len() as u32).to_be_bytes());
+        dst.put_slice(&header);
         if self.kind == FrameKind::Request {
             dst.put_u8(self.service.len() as u8);
             dst.put_slice(self.service.as_bytes());
