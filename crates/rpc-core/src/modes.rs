@@ -68,7 +68,8 @@ named_enum! {
         /// `pool_hold = response`, until the response); idle ones are evicted.
         Pooled = "pooled" | "pool",
         /// `connections` connections created up front (unless `lazy_connect`), picked
-        /// round-robin, each multiplexed, reconnected lazily. The default.
+        /// round-robin (calls made together share one connection's write, up to the
+        /// client's `coalesce_calls`), each multiplexed, reconnected lazily. The default.
         Fixed = "fixed",
     }
 }
