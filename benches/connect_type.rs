@@ -1,6 +1,6 @@
 //! Connect types on loopback: `reused` (one shared connection) vs `pooled` (4
 //! connections, held for the write) vs `fixed` (4 multiplexed connections,
-//! round-robin), calling a do-nothing method on a direct-dispatch server at
+//! round-robin, calls made together sharing a write), calling a do-nothing method on a direct-dispatch server at
 //! concurrency 1, 20 and 100.
 //!
 //! `cargo bench --bench connect_type` — one group per concurrency

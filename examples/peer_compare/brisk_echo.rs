@@ -77,7 +77,8 @@ impl Caller for BriskCaller {
     }
 }
 
-/// One client whose `conns` fixed connections are picked round-robin per call.
+/// One client whose `conns` fixed connections are picked round-robin, calls made
+/// together sharing one write (the default `coalesce_calls`).
 pub async fn connect(addr: SocketAddr, conns: usize) -> Result<Vec<BriskCaller>, String> {
     let client = Client::builder()
         .addr(addr.to_string())

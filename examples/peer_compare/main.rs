@@ -12,8 +12,8 @@
 //! A config `C:N:P` is C connections, N calls in flight in total and P bytes of
 //! payload. N closed-loop tasks (task `i` uses client `i % C`) each send an echo
 //! of P bytes and wait for it before sending the next, so exactly N calls are
-//! outstanding. brisk uses one `Client` with C `fixed` connections (it picks one
-//! round-robin per call), direct dispatch, msgpack and the async write mode; tonic
+//! outstanding. brisk uses one `Client` with C `fixed` connections (round-robin,
+//! calls made together sharing a write: default `coalesce_calls`), direct dispatch, msgpack and the async write mode; tonic
 //! C channels (one HTTP/2 connection each, gRPC unary, prost); tarpc C TCP
 //! transports (length-delimited, bincode); raw C connections of a hand-written
 //! pipelined echo (see `raw.rs`) — the ceiling of what tokio on this machine

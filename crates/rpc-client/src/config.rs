@@ -10,6 +10,7 @@
 //! down_backoff_ms = 1000        # a failing server is avoided this long (doubling, up to 16×)
 //! connect_type = "fixed"        # reused | pooled | fixed
 //! connections = 2               # fixed: connections per address
+//! coalesce_calls = 16           # fixed: calls made together sharing one write (1 = strict round-robin)
 //! min_connections = 2           # pooled: kept open
 //! max_connections = 10          # pooled: upper bound
 //! pool_hold = "write"           # pooled: hold a connection for the write | until the response

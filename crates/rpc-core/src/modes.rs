@@ -69,7 +69,9 @@ named_enum! {
         Pooled = "pooled" | "pool",
         /// `connections` connections created up front (unless `lazy_connect`), picked
         /// round-robin (calls made together share one connection's write, up to the
-        /// client's `coalesce_calls`), each multiplexed, reconnected lazily. The default.
+        /// client's `coalesce_calls`; set it to 1 for strict round-robin, e.g. with
+        /// `direct` dispatch and CPU-heavy handlers), each multiplexed, reconnected
+        /// lazily. The default.
         Fixed = "fixed",
     }
 }

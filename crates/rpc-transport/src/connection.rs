@@ -343,8 +343,9 @@ impl Connection {
         self.shared.close.reason().to_owned()
     }
 
-    /// Requests encoded and waiting for the connection's next write: a batch
-    /// still gathering, which one more call can join for free.
+    /// Frames encoded and waiting for the connection's next write: a batch
+    /// still gathering, which one more call can join for free (`usize::MAX`
+    /// while the write buffer is full).
     pub fn queued_frames(&self) -> usize {
         self.writer.queued_frames()
     }

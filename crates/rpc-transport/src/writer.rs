@@ -110,6 +110,9 @@ impl Shared {
             if q.frames >= self.capacity
                 || (q.frames > 0 && q.buf.len() + frame.encoded_len() > self.high_water)
             {
+                // A full buffer gathers nothing more: no call should choose
+                // this connection to join its batch (reset when it is taken).
+                self.queued.store(usize::MAX, Ordering::Relaxed);
                 return Ok(Offer::Full);
             }
             frame.encode(&mut q.buf, self.max_frame)?;
@@ -257,7 +260,8 @@ impl FrameWriter {
 
     /// Frames queued and not yet taken by the writer task: a batch that is
     /// still gathering (a relaxed read, for heuristics such as choosing a
-    /// connection whose next write a call can join).
+    /// connection whose next write a call can join). `usize::MAX` once the
+    /// buffer has turned a frame away as full, until the writer takes it.
     pub fn queued_frames(&self) -> usize {
         self.shared().queued.load(Ordering::Relaxed)
     }
@@ -422,6 +426,8 @@ mod tests {
         for id in 1..=5 {
             let ping = OutFrame::control(FrameKind::Ping, id);
             assert_eq!(writer.offer(&ping).unwrap(), Offer::Queued);
+            // The writer task has not run yet: the batch is gathering.
+            assert_eq!(writer.queued_frames(), id as usize);
         }
         let (ack, acked) = oneshot::channel();
         writer
@@ -459,6 +465,8 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert!(full, "the bound of 2 frames was never reached");
+        // A full buffer is no batch to join (see `fixed` connections).
+        assert_eq!(writer.queued_frames(), usize::MAX);
         assert!(writer.try_send(&ping).is_err());
         // Waiting for room succeeds once the peer reads.
         let waiting = tokio::spawn({
@@ -475,6 +483,8 @@ mod tests {
             }
         });
         waiting.await.unwrap().unwrap();
+        // The writer took the full buffer: the count is a count again.
+        assert!(writer.queued_frames() <= 1);
         close.close("test over");
         drop(writer);
         reader.abort();

@@ -80,7 +80,7 @@ pub enum ConnectKind {
     Reused,
     /// An elastic pool of up to `connections`.
     Pooled,
-    /// `connections` multiplexed connections, round-robin.
+    /// `connections` multiplexed connections, round-robin (calls made together share a write).
     Fixed,
     /// A fresh client and connection for each call, closed after it.
     PerCall,

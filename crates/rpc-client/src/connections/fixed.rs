@@ -15,7 +15,14 @@
 //! in flight this halved the syscalls per call on both sides (`peer_compare
 //! --configs 10:100:1024`, see BENCHMARKS.md). The cap keeps a big burst spread
 //! over several connections, so several server connection tasks (and cores)
-//! still share it.
+//! still share it, and a connection whose write buffer is full (a peer that
+//! does not read) is never joined: it gets no more calls than round-robin gave.
+//!
+//! The price: a burst of up to `coalesce_calls` calls lands on one server
+//! connection task. With `direct` dispatch and handlers that burn CPU or
+//! block, those calls then run one after the other on one core where strict
+//! round-robin would have spread them; use `pool` dispatch for such handlers
+//! (the default), or `coalesce_calls = 1`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -46,7 +46,8 @@ impl Slot {
         Ok(conn)
     }
 
-    /// Requests waiting for this slot's connection's next write (0 without one).
+    /// Frames waiting for this slot's connection's next write (0 without a
+    /// connection, `usize::MAX` while its write buffer is full).
     pub fn queued_frames(&self) -> usize {
         self.conn.read().as_ref().map_or(0, |c| c.queued_frames())
     }
