@@ -64,33 +64,39 @@ impl FixedConnections {
         })
     }
 
-    /// The slot for the next call: the current one while its next write is
-    /// gathering and below the cap, else the next in round-robin order.
-    fn pick(&self) -> &Slot {
+    /// Where the next call goes: the current slot's connection while its next
+    /// write is gathering and below the cap, else the next slot in
+    /// round-robin order.
+    fn pick(&self) -> Pick<'_> {
         let n = self.slots.len();
         if n == 1 {
-            return &self.slots[0];
+            return Pick::Next(&self.slots[0]);
         }
         let current = &self.slots[self.current.load(Ordering::Relaxed) % n];
-        let queued = current.queued_frames();
-        if queued > 0 && queued < self.batch_cap {
-            return current;
+        if let Some(conn) = current.joinable(self.batch_cap) {
+            return Pick::Join(conn);
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
         // Racing callers on other threads may each step on; any of their
         // choices is a fine place for the next batch.
         self.current.store(i, Ordering::Relaxed);
-        &self.slots[i]
+        Pick::Next(&self.slots[i])
     }
 
     /// The connection for the next call (see the module doc), reconnected if broken.
     pub async fn acquire(&self) -> Result<Arc<Connection>, RpcError> {
-        self.pick().get().await
+        match self.pick() {
+            Pick::Join(conn) => Ok(conn),
+            Pick::Next(slot) => slot.get().await,
+        }
     }
 
     /// The connection for the next call if it is open now.
     pub fn ready(&self) -> Option<Arc<Connection>> {
-        self.pick().current()
+        match self.pick() {
+            Pick::Join(conn) => Some(conn),
+            Pick::Next(slot) => slot.current(),
+        }
     }
 
     /// Connections currently open.
@@ -104,4 +110,12 @@ impl FixedConnections {
             s.close("client closed");
         }
     }
+}
+
+/// [`FixedConnections::pick`]'s answer.
+enum Pick<'a> {
+    /// Join this connection's gathering write.
+    Join(Arc<Connection>),
+    /// Take this slot's connection (connecting it if need be).
+    Next(&'a Slot),
 }

@@ -46,10 +46,15 @@ impl Slot {
         Ok(conn)
     }
 
-    /// Frames waiting for this slot's connection's next write (0 without a
-    /// connection, `usize::MAX` while its write buffer is full).
-    pub fn queued_frames(&self) -> usize {
-        self.conn.read().as_ref().map_or(0, |c| c.queued_frames())
+    /// The open connection if its next write is gathering (some frames
+    /// queued, fewer than `cap`), so that one more call can join it; one read
+    /// lock, and an `Arc` clone only when it can.
+    pub fn joinable(&self, cap: usize) -> Option<Arc<Connection>> {
+        let conn = self.conn.read();
+        let c = conn.as_ref()?;
+        // `queued_frames` is `usize::MAX` while the write buffer is full.
+        let queued = c.queued_frames();
+        (queued > 0 && queued < cap && c.is_open()).then(|| c.clone())
     }
 
     pub fn is_open(&self) -> bool {
