@@ -480,6 +480,13 @@ mod tests {
                 },
                 "`down_backoff_ms`",
             ),
+            (
+                ClientConfig {
+                    coalesce_calls: 0,
+                    ..ClientConfig::default()
+                },
+                "`coalesce_calls`",
+            ),
         ] {
             let err = config.validate().unwrap_err().to_string();
             assert!(err.contains(key), "{key}: {err}");
