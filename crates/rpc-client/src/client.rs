@@ -5,10 +5,16 @@
 //! choose a server (`Cluster::choose`: the balancer, skipping servers marked
 //! down), acquire a connection to it per the connect type, send, wait for the
 //! answer. A transport failure (connect refused, connection closed, write
-//! failed) or a `ShuttingDown` answer marks that server down and is tried again —
-//! on another server when there is one — up to `max_try_count` attempts in all;
-//! a handler error, a busy answer or a timeout is returned as is. One deadline
-//! covers every attempt, resolved as per-call > per-method > default.
+//! failed) or a `ShuttingDown` answer marks that server down. The call is
+//! tried again — on another server when there is one, up to `max_try_count`
+//! attempts in all — only when the server cannot have run it (the connect
+//! failed, the request never left, `ShuttingDown`) or when the method is
+//! idempotent (`idempotent_methods`, `CallOptions::idempotent`): a call that
+//! may have run is never run twice behind its caller's back. A handler error,
+//! a busy answer or a timeout is returned as is. One deadline covers every
+//! attempt, resolved as per-call > per-method > default.
+
+use std::collections::HashSet;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,6 +42,8 @@ struct Inner {
     config: ClientConfig,
     /// `Service` → `method` → timeout, resolved from `method_timeouts_ms`.
     method_timeouts: HashMap<String, HashMap<String, Duration>>,
+    /// `idempotent_methods`: `Service.method` and `Service.*` entries.
+    idempotent: HashSet<String>,
     cluster: Arc<Cluster>,
     interceptors: Vec<Arc<dyn Interceptor>>,
 }
@@ -86,23 +94,25 @@ impl Client {
         let timeout = options
             .timeout
             .unwrap_or_else(|| self.timeout_for(service, method));
-        let write_mode = options.write_mode.unwrap_or(self.inner.config.write_mode);
-        let hash_key = options.hash_key.as_deref();
+        let settings = CallSettings {
+            write_mode: options.write_mode.unwrap_or(self.inner.config.write_mode),
+            hash_key: options.hash_key.as_deref(),
+            idempotent: options.idempotent,
+        };
         let response = if self.inner.interceptors.is_empty() {
             // Straight to the transport: no `RpcRequest`, nothing boxed.
             let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
             if !options.metadata.is_empty() {
                 frame.metadata = options.metadata.clone();
             }
-            self.invoke(frame, timeout, write_mode, hash_key).await?
+            self.invoke(frame, timeout, &settings).await?
         } else {
             let mut req = RpcRequest::new(service, method, serializer, body);
             req.metadata = options.metadata.clone();
             req.timeout = Some(timeout);
             let endpoint = TransportEndpoint {
                 client: self,
-                write_mode,
-                hash_key,
+                settings,
             };
             // Boxed: the chain's state stays out of the plain call's future.
             Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await?
@@ -118,8 +128,11 @@ impl Client {
         }
         let endpoint = TransportEndpoint {
             client: self,
-            write_mode: self.inner.config.write_mode,
-            hash_key: None,
+            settings: CallSettings {
+                write_mode: self.inner.config.write_mode,
+                hash_key: None,
+                idempotent: None,
+            },
         };
         Next::new(&self.inner.interceptors, &endpoint)
             .run(req)
@@ -139,6 +152,18 @@ impl Client {
             .unwrap_or(self.inner.config.request_timeout)
     }
 
+    /// Whether `service.method` may run twice: the call's own say, else the
+    /// config's `idempotent_methods`.
+    fn is_idempotent(&self, service: &str, method: &str, per_call: Option<bool>) -> bool {
+        if let Some(idempotent) = per_call {
+            return idempotent;
+        }
+        let set = &self.inner.idempotent;
+        !set.is_empty()
+            && (set.contains(&format!("{service}.{method}"))
+                || set.contains(&format!("{service}.*")))
+    }
+
     /// The transport attempt loop, for one request frame and its whole budget.
     ///
     /// The frame is kept (not cloned) across tries: each try encodes it by
@@ -147,9 +172,9 @@ impl Client {
         &self,
         mut frame: OutFrame,
         timeout: Duration,
-        write_mode: WriteMode,
-        hash_key: Option<&str>,
+        settings: &CallSettings<'_>,
     ) -> Result<RpcResponse, RpcError> {
+        let write_mode = settings.write_mode;
         let deadline = Instant::now() + timeout;
         let max_tries = self.inner.config.max_try_count.max(1);
         let mut attempt = 1;
@@ -173,7 +198,7 @@ impl Client {
             let endpoint = self
                 .inner
                 .cluster
-                .choose(&frame.service, hash_key, &failed)?;
+                .choose(&frame.service, settings.hash_key, &failed)?;
             let result = {
                 let _in_flight = endpoint.begin();
                 self.attempt(&endpoint, &mut frame, write_mode, deadline, remaining)
@@ -188,7 +213,16 @@ impl Client {
                 Err(_) => {}
             }
             match result {
-                Err(e) if is_server_failure(&e) && attempt < max_tries => {
+                Err(e)
+                    if attempt < max_tries
+                        && (e.server_did_not_run()
+                            || (e.is_transport()
+                                && self.is_idempotent(
+                                    &frame.service,
+                                    &frame.method,
+                                    settings.idempotent,
+                                ))) =>
+                {
                     tracing::debug!(attempt, server = endpoint.addr(), error = %e, "server failure; retrying");
                     attempt += 1;
                 }
@@ -284,11 +318,19 @@ impl Client {
     }
 }
 
+/// How one call goes to the transport, beside its frame and timeout.
+struct CallSettings<'a> {
+    write_mode: WriteMode,
+    /// The `consistent_hash` balancer's key.
+    hash_key: Option<&'a str>,
+    /// `CallOptions::idempotent`: beats the config's `idempotent_methods`.
+    idempotent: Option<bool>,
+}
+
 /// The end of the client interceptor chain: the transport.
 struct TransportEndpoint<'a> {
     client: &'a Client,
-    write_mode: WriteMode,
-    hash_key: Option<&'a str>,
+    settings: CallSettings<'a>,
 }
 
 #[async_trait]
@@ -301,9 +343,7 @@ impl Endpoint for TransportEndpoint<'_> {
             metadata: req.metadata,
             ..OutFrame::request(0, req.serializer.id(), req.service, req.method, req.body)
         };
-        self.client
-            .invoke(frame, timeout, self.write_mode, self.hash_key)
-            .await
+        self.client.invoke(frame, timeout, &self.settings).await
     }
 }
 
@@ -409,9 +449,19 @@ impl ClientBuilder {
         self
     }
 
-    /// Attempts per call (1 = no retry).
+    /// Attempts per call (1 = no retry); see `ClientConfig::max_try_count`
+    /// for which failures are retried.
     pub fn max_try_count(mut self, n: u32) -> Self {
         self.config.max_try_count = n;
+        self
+    }
+
+    /// Marks `service.method` (`method` may be `*`) as safe to run twice: it
+    /// is also retried after failures that may have come after the server ran it.
+    pub fn idempotent(mut self, service: &str, method: &str) -> Self {
+        self.config
+            .idempotent_methods
+            .push(format!("{service}.{method}"));
         self
     }
 
@@ -472,10 +522,12 @@ impl ClientBuilder {
         };
         let discovery = registry.discover(self.config.service.as_deref()).await?;
         let cluster = Cluster::start(&self.config, registry, discovery).await?;
+        let idempotent = self.config.idempotent_methods.iter().cloned().collect();
         Ok(Client {
             inner: Arc::new(Inner {
                 config: self.config,
                 method_timeouts,
+                idempotent,
                 cluster,
                 interceptors: self.interceptors,
             }),

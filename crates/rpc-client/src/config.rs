@@ -20,6 +20,7 @@
 //! serializer = "msgpack"        # msgpack | protobuf | json
 //! request_timeout_ms = 5000
 //! max_try_count = 2
+//! idempotent_methods = ["BenchmarkService.get_message_from_cache", "Search.*"]  # may run twice
 //!
 //! [method_timeouts_ms]
 //! "BenchmarkService.get_message_from_db" = 10000
@@ -188,9 +189,18 @@ pub struct ClientConfig {
     /// Timeouts per method, keyed `Service.method`, in ms.
     #[serde(rename = "method_timeouts_ms")]
     pub method_timeouts: HashMap<String, u64>,
-    /// Attempts per call (1 = no retry). Only transport failures and `ShuttingDown`
-    /// answers are retried, on another server when there is one.
+    /// Attempts per call (1 = no retry), on another server when there is one.
+    /// A call is tried again only when the server cannot have run it (the
+    /// connect failed, the request never left, or the answer was
+    /// `ShuttingDown`), or — for an [idempotent](Self::idempotent_methods)
+    /// method — after any transport failure, such as a connection that closed
+    /// with the call in flight.
     pub max_try_count: u32,
+    /// Methods that may safely run twice, keyed `Service.method` (or
+    /// `Service.*` for all of a service's methods): they are retried after
+    /// transport failures that may have happened after the server ran them.
+    /// `CallOptions::idempotent` says the same for one call.
+    pub idempotent_methods: Vec<String>,
     /// Socket-level settings.
     pub transport: TransportConfig,
     /// Connect with TLS, trusting the CAs in `ca_path` and expecting
@@ -222,6 +232,7 @@ impl Default for ClientConfig {
             request_timeout: Duration::from_millis(5000),
             method_timeouts: HashMap::new(),
             max_try_count: 2,
+            idempotent_methods: Vec::new(),
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
             tls: None,
@@ -317,6 +328,17 @@ impl ClientConfig {
                 ));
             }
             rpc_core::config::nonzero_ms(&format!("method_timeouts_ms.{key}"), *ms)?;
+        }
+        for (i, key) in self.idempotent_methods.iter().enumerate() {
+            let valid = key
+                .split_once('.')
+                .is_some_and(|(service, method)| !service.is_empty() && !method.is_empty());
+            if !valid {
+                return Err(RpcError::config(
+                    format!("idempotent_methods[{i}]"),
+                    format!("`{key}` is not `Service.method` or `Service.*`"),
+                ));
+            }
         }
         if self.max_try_count == 0 {
             return Err(RpcError::config(

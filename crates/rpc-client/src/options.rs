@@ -18,6 +18,10 @@ pub struct CallOptions {
     /// The key the `consistent_hash` balancer places this call by: calls with
     /// the same key go to the same server (other balancers ignore it).
     pub hash_key: Option<String>,
+    /// Whether this call may run twice (beats `idempotent_methods`): an
+    /// idempotent call is also retried after a failure that may have come
+    /// after the server ran it (see `ClientConfig::max_try_count`).
+    pub idempotent: Option<bool>,
 }
 
 impl CallOptions {
@@ -44,6 +48,12 @@ impl CallOptions {
     /// Sets the serializer.
     pub fn with_serializer(mut self, serializer: SerializerKind) -> Self {
         self.serializer = Some(serializer);
+        self
+    }
+
+    /// Marks the call as safe to run twice (or not), whatever the config says.
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
         self
     }
 

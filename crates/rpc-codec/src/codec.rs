@@ -10,7 +10,7 @@ use bytes::{Buf, BytesMut};
 use rpc_core::RpcError;
 use tokio_util::codec::{Decoder, Encoder};
 
-use crate::frame::{Frame, FrameKind, Header, Meta, OutFrame, HEADER_LEN, MAGIC, VERSION};
+use crate::frame::{Frame, FrameKind, Header, OutFrame, HEADER_LEN, MAGIC, VERSION};
 
 /// Default upper bound on one frame, header included: 16 MiB.
 pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 * 1024 * 1024;
@@ -21,6 +21,28 @@ pub const DEFAULT_MAX_FRAME_SIZE: usize = 16 * 1024 * 1024;
 /// bad magic, an unsupported version, an unknown kind, or a frame larger than
 /// `max_frame_size`.
 pub fn parse_header(buf: &[u8], max_frame_size: usize) -> Result<Option<Header>, RpcError> {
+    let Some(header) = read_header(buf)? else {
+        return Ok(None);
+    };
+    let total = header.frame_len();
+    if total > max_frame_size as u64 {
+        return Err(RpcError::FrameTooLarge {
+            size: total,
+            max: max_frame_size as u64,
+        });
+    }
+    Ok(Some(header))
+}
+
+/// Parses the fixed header at the start of `buf` without judging its size.
+///
+/// Returns `Ok(None)` when fewer than [`HEADER_LEN`] bytes are buffered. Fails on
+/// a bad magic (as soon as two bytes are there), an unsupported version or an
+/// unknown kind: bytes that are not a brisk frame, after which the stream cannot
+/// be trusted. A valid header that announces too large a frame is *not* an error
+/// here: its request id is good, so a transport can answer that one request and
+/// skip the frame's bytes (see `rpc_transport::FrameReader`).
+pub fn read_header(buf: &[u8]) -> Result<Option<Header>, RpcError> {
     if buf.len() < HEADER_LEN {
         // Reject garbage as early as the first two bytes allow.
         if buf.len() >= 2 && buf[..2] != MAGIC {
@@ -40,7 +62,7 @@ pub fn parse_header(buf: &[u8], max_frame_size: usize) -> Result<Option<Header>,
     let kind = FrameKind::from_u8(buf[3])
         .ok_or_else(|| RpcError::Protocol(format!("unknown frame kind {}", buf[3])))?;
     let mut rest = &buf[8..HEADER_LEN];
-    let header = Header {
+    Ok(Some(Header {
         kind,
         serializer: buf[4],
         flags: buf[5],
@@ -49,15 +71,7 @@ pub fn parse_header(buf: &[u8], max_frame_size: usize) -> Result<Option<Header>,
         timeout_ms: rest.get_u32(),
         meta_len: rest.get_u32(),
         body_len: rest.get_u32(),
-    };
-    let total = header.frame_len();
-    if total > max_frame_size as u64 {
-        return Err(RpcError::FrameTooLarge {
-            size: total,
-            max: max_frame_size as u64,
-        });
-    }
-    Ok(Some(header))
+    }))
 }
 
 fn bad_magic(buf: &[u8]) -> RpcError {
@@ -113,15 +127,7 @@ impl Decoder for FrameCodec {
             src.reserve(total - src.len());
             return Ok(None);
         }
-        let mut frame = src.split_to(total).freeze();
-        frame.advance(HEADER_LEN);
-        let meta_raw = frame.split_to(header.meta_len as usize);
-        let meta = Meta::parse(meta_raw)?;
-        Ok(Some(Frame {
-            header,
-            meta,
-            body: frame,
-        }))
+        Frame::from_bytes(header, src.split_to(total).freeze()).map(Some)
     }
 }
 

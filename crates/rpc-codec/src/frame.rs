@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use rpc_core::{Metadata, RpcError};
 
 /// First two bytes of every frame.
@@ -287,6 +287,27 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The frame `header` announced, from its encoded bytes (`bytes` starts
+    /// with the header and holds exactly `header.frame_len()` bytes). The meta
+    /// section and the body are slices of `bytes`: nothing is copied, and
+    /// whatever owns `bytes`' memory lives as long as any part of the frame.
+    pub fn from_bytes(header: Header, mut bytes: Bytes) -> Result<Frame, RpcError> {
+        if bytes.len() as u64 != header.frame_len() {
+            return Err(RpcError::Protocol(format!(
+                "frame of {} bytes where its header announced {}",
+                bytes.len(),
+                header.frame_len()
+            )));
+        }
+        bytes.advance(HEADER_LEN);
+        let meta = Meta::parse(bytes.split_to(header.meta_len as usize))?;
+        Ok(Frame {
+            header,
+            meta,
+            body: bytes,
+        })
+    }
+
     /// The response status.
     pub fn status(&self) -> Status {
         Status::from_u8(self.header.status)

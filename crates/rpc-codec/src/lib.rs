@@ -29,7 +29,10 @@
 //!
 //! The decoder reads the 28-byte header first and checks `28 + meta + body`
 //! against the configured `max_frame_size` (default 16 MiB) **before** reserving
-//! any memory for the frame, so a hostile length prefix costs nothing. The body is
+//! any memory for the frame, so a hostile length prefix costs nothing. A valid
+//! header announcing more than that names its request id, so the transport
+//! answers that one request `FrameTooLarge` (status 10) and skips the frame's
+//! bytes; the connection and the other calls on it carry on. The body is
 //! handed out as a [`bytes::Bytes`] slice of the read buffer: no copy. An
 //! [`OutFrame`] knows its exact encoded size up front, so the encoder reserves once
 //! and the transport writes each frame (or a batch of them) in one go.
@@ -39,7 +42,7 @@ pub mod frame;
 pub mod payload;
 pub mod serializer;
 
-pub use codec::{FrameCodec, DEFAULT_MAX_FRAME_SIZE};
+pub use codec::{parse_header, read_header, FrameCodec, DEFAULT_MAX_FRAME_SIZE};
 pub use frame::{Frame, FrameKind, Header, Meta, OutFrame, Status, HEADER_LEN, MAGIC, VERSION};
 pub use payload::Payload;
 pub use serializer::{BodyCodec, SerializerKind};

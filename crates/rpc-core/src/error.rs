@@ -28,9 +28,16 @@ pub enum RpcError {
     #[error("connection to {peer} closed: {reason}; the call was not answered")]
     ConnectionClosed { peer: String, reason: String },
 
-    /// Writing the request frame to the socket failed.
+    /// Writing the request frame to the socket failed. Frames written with it
+    /// in the same batch may have reached the server, so the call may have run.
     #[error("write to {peer} failed: {reason}")]
     Write { peer: String, reason: String },
+
+    /// The request never left this client: its connection closed, or its
+    /// write failed, before the frame was handed to the socket. The server
+    /// cannot have run it, so any call may be retried after this.
+    #[error("request to {peer} was not sent: {reason}; the server did not run it")]
+    NotSent { peer: String, reason: String },
 
     /// `WriteMode::Sync`: the frame was not flushed within the call's timeout.
     #[error("write to {peer} did not complete within {timeout:?} (the socket is backed up; the server may be stalled)")]
@@ -108,9 +115,10 @@ pub enum RpcError {
 }
 
 impl RpcError {
-    /// True when the failure happened in the transport before the server could have
-    /// run the call (or the connection died): these, and only these, are retried
-    /// under `max_try_count`. Handler errors, timeouts and busy answers are not.
+    /// True when the transport failed: the connect, the connection or the
+    /// write. It says something about the server or the network, not about
+    /// the call (a client marks that server down for a while). Whether the
+    /// call may have run is [`server_did_not_run`](Self::server_did_not_run).
     pub fn is_transport(&self) -> bool {
         matches!(
             self,
@@ -118,6 +126,24 @@ impl RpcError {
                 | RpcError::ConnectTimeout { .. }
                 | RpcError::ConnectionClosed { .. }
                 | RpcError::Write { .. }
+                | RpcError::NotSent { .. }
+        )
+    }
+
+    /// True when the server cannot have run the call: no connection was
+    /// made, the request never left the client, or the server answered that
+    /// it did not run it (`ShuttingDown`). Any call may be retried after
+    /// these. After other transport failures (a connection closed with the
+    /// call in flight, a failed write) the call may have run: only an
+    /// idempotent call is retried then. A busy answer also means "not run",
+    /// but it is load shedding and is returned to the caller, not retried.
+    pub fn server_did_not_run(&self) -> bool {
+        matches!(
+            self,
+            RpcError::Connect { .. }
+                | RpcError::ConnectTimeout { .. }
+                | RpcError::NotSent { .. }
+                | RpcError::ShuttingDown
         )
     }
 
@@ -152,6 +178,17 @@ mod tests {
             reason: "reset".into(),
         };
         assert!(closed.is_transport());
+        assert!(
+            !closed.server_did_not_run(),
+            "a closed connection may have run the call"
+        );
+        let not_sent = RpcError::NotSent {
+            peer: "127.0.0.1:1".into(),
+            reason: "connection closed".into(),
+        };
+        assert!(not_sent.is_transport() && not_sent.server_did_not_run());
+        assert!(RpcError::ShuttingDown.server_did_not_run());
+        assert!(!RpcError::ServerBusy("full".into()).server_did_not_run());
         assert!(!RpcError::Handler("boom".into()).is_transport());
         assert!(!RpcError::ServerBusy("full".into()).is_transport());
         assert!(!RpcError::Timeout {

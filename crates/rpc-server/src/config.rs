@@ -10,6 +10,7 @@
 //! dispatch = "pool"                 # direct | pool
 //! max_connections = 10000
 //! max_in_flight_per_connection = 4096
+//! frame_memory_budget = 268435456   # bytes held by large request frames, all connections
 //! shutdown_grace_ms = 10000
 //!
 //! [pool]
@@ -58,6 +59,15 @@ pub struct ServerConfig {
     /// Requests one connection may have in progress; beyond it the server stops
     /// reading that connection until one completes (TCP pushes back on the client).
     pub max_in_flight_per_connection: usize,
+    /// Bytes that large request frames (over `transport.read_buffer_max`) may
+    /// hold at once, across every connection (256 MiB). A connection whose
+    /// next large frame does not fit is not read until calls finish and give
+    /// their bytes back; TCP pushes back on its client meanwhile. Size it as
+    /// the large frames you want in progress at once × their size; a frame
+    /// larger than the whole budget waits until it has all of it. Answers are
+    /// not counted: a handler that answers as many bytes as it received
+    /// roughly doubles what a call holds.
+    pub frame_memory_budget: usize,
     /// How long graceful shutdown waits for in-flight calls before closing anyway.
     #[serde(rename = "shutdown_grace_ms", with = "rpc_core::config::duration_ms")]
     pub shutdown_grace: Duration,
@@ -81,6 +91,7 @@ impl Default for ServerConfig {
             pool: PoolConfig::default(),
             max_connections: 10_000,
             max_in_flight_per_connection: 4096,
+            frame_memory_budget: 256 << 20,
             shutdown_grace: Duration::from_secs(10),
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
@@ -125,6 +136,12 @@ impl ServerConfig {
             return Err(RpcError::config(
                 "max_in_flight_per_connection",
                 "must be at least 1",
+            ));
+        }
+        if self.frame_memory_budget == 0 {
+            return Err(RpcError::config(
+                "frame_memory_budget",
+                "must be at least 1 byte (it bounds the bytes held by large request frames)",
             ));
         }
         self.transport.validate("transport.")

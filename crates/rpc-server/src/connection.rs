@@ -19,8 +19,12 @@
 //!
 //! Backpressure: the task stops reading while the outbox holds more than
 //! `4 × max_batch_bytes` (a client that does not read its answers stalls only
-//! itself), and while `max_in_flight_per_connection` calls are in progress
-//! (on this task and on the pool together).
+//! itself), while `max_in_flight_per_connection` calls are in progress
+//! (on this task and on the pool together), and while the server's
+//! `frame_memory_budget` has no room for its next large frame.
+//!
+//! A request over `max_frame_size` is answered `FrameTooLarge` from its header
+//! alone and its bytes are skipped: the other calls on the connection go on.
 //!
 //! # Direct dispatch
 //!
@@ -49,10 +53,10 @@ use std::task::{Context, Poll};
 use bytes::BytesMut;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
-use rpc_codec::{Frame, FrameKind, OutFrame};
+use rpc_codec::{Frame, FrameKind, Header, OutFrame};
 use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
-use rpc_transport::{CloseSignal, FrameReader, IoCounters, TransportConfig};
+use rpc_transport::{CloseSignal, FrameReader, Inbound, IoCounters, TransportConfig};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
@@ -140,14 +144,16 @@ async fn serve_halves<R, W>(
     let peer: Arc<str> = peer_addr.to_string().into();
     let close = Arc::new(CloseSignal::new());
     let mut outbox = Outbox::new(write_half, transport, ctx.metrics.io.clone());
+    let activity = Arc::new(Activity::default());
     let mut reader = FrameReader::new(
         read_half,
         transport.max_frame_size,
         transport.read_buffer_min,
         transport.read_buffer_max,
     )
-    .with_counters(ctx.metrics.io.clone());
-    let activity = Arc::new(Activity::default());
+    .with_counters(ctx.metrics.io.clone())
+    .with_activity(activity.clone())
+    .with_budget(ctx.frame_budget.clone());
     heartbeat::spawn(
         activity.clone(),
         transport.heartbeat_interval,
@@ -205,7 +211,11 @@ async fn serve_halves<R, W>(
             let frame = match next_frame.take() {
                 Some(frame) => frame,
                 None => match reader.try_next_buffered() {
-                    Ok(Some(frame)) => frame,
+                    Ok(Some(Inbound::Frame(frame))) => frame,
+                    Ok(Some(Inbound::TooLarge { header, max })) => {
+                        answer_too_large(&ctx, &peer, &header, max, &mut outbox);
+                        continue;
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         warn!(%peer, error = %e, "closing connection: bad input from client");
@@ -214,7 +224,6 @@ async fn serve_halves<R, W>(
                     }
                 },
             };
-            activity.bump();
             let conn = Conn {
                 ctx: &ctx,
                 pooled: pooled.as_ref(),
@@ -272,7 +281,10 @@ async fn serve_halves<R, W>(
                 }
             }
             next = reader.next(), if can_read => match next {
-                Ok(Some(frame)) => next_frame = Some(frame),
+                Ok(Some(Inbound::Frame(frame))) => next_frame = Some(frame),
+                Ok(Some(Inbound::TooLarge { header, max })) => {
+                    answer_too_large(&ctx, &peer, &header, max, &mut outbox);
+                }
                 Ok(None) => {
                     close.close("the client closed the connection");
                     break;
@@ -354,6 +366,26 @@ async fn serve_halves<R, W>(
     }
     close.close("connection finished");
     debug!(%peer, reason = close.reason(), "connection closed");
+}
+
+/// Answers a request whose header announced more than `max` bytes with
+/// `FrameTooLarge` (the reader skips its bytes); other kinds are only logged.
+fn answer_too_large<W: AsyncWrite + Unpin>(
+    ctx: &ServerCtx,
+    peer: &str,
+    header: &Header,
+    max: usize,
+    outbox: &mut Outbox<W>,
+) {
+    let id = header.request_id;
+    warn!(%peer, request_id = id, size = header.frame_len(), max,
+        "request larger than max_frame_size: answered FrameTooLarge, its bytes skipped");
+    if header.kind == FrameKind::Request {
+        ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+        let err = Inbound::too_large_error(header, max);
+        outbox.push(OutFrame::error(id, header.serializer, &err));
+    }
 }
 
 /// Why a connection closes when the server is forced down.

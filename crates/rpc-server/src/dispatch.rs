@@ -48,6 +48,9 @@ pub(crate) struct ServerCtx {
     pub stop_level: AtomicU8,
     pub stats: Arc<ServerStats>,
     pub metrics: Metrics,
+    /// Bytes that large request frames may hold at once, across connections
+    /// (`frame_memory_budget`).
+    pub frame_budget: rpc_transport::FrameBudget,
 }
 
 /// [`ServerCtx::stop_level`]: serving.

@@ -175,6 +175,7 @@ impl ServerBuilder {
         };
         let services: Vec<&'static str> = self.router.service_names().collect();
         let metrics = Metrics::for_router(&self.router);
+        let frame_budget = rpc_transport::FrameBudget::new(self.config.frame_memory_budget);
         let ctx = Arc::new(ServerCtx {
             metrics,
             router: self.router,
@@ -186,6 +187,7 @@ impl ServerBuilder {
             force_close: CancellationToken::new(),
             stop_level: AtomicU8::new(crate::dispatch::RUNNING),
             stats: Arc::new(ServerStats::default()),
+            frame_budget,
         });
         let tracker = TaskTracker::new();
         let http_addr = match http_listener {

@@ -31,12 +31,14 @@ pub struct TransportConfig {
         with = "rpc_core::config::duration_ms"
     )]
     pub heartbeat_interval: Duration,
-    /// Close the connection when nothing was received for this long.
+    /// Close the connection when nothing (not one byte) was received for this long.
     #[serde(rename = "idle_timeout_ms", with = "rpc_core::config::duration_ms")]
     pub idle_timeout: Duration,
     /// Smallest read size the adaptive read buffer shrinks to.
     pub read_buffer_min: usize,
-    /// Largest read size it grows to (a bigger frame still gets its exact size).
+    /// Largest read size it grows to. A frame bigger than this is read into an
+    /// allocation of its own, sized exactly and freed with the frame (and, on a
+    /// server, reserved from its `frame_memory_budget`).
     pub read_buffer_max: usize,
     /// Set TCP_NODELAY (the writer batches, so Nagle only adds latency).
     pub nodelay: bool,

@@ -14,6 +14,13 @@
 //! records why and the reader fails every pending call at once with that reason. A call that registers while
 //! the connection is closing sees the signal right after registering and fails
 //! too, so no call can be left pending forever.
+//!
+//! A failed call says whether its request may have reached the server: calls
+//! whose frame was still in the write buffer (or never got there) fail with
+//! `NotSent`, which any caller may retry; calls whose frame was written fail
+//! with `ConnectionClosed`, which only an idempotent call should retry. An
+//! answer too large for this side's `max_frame_size` fails its one call with
+//! `FrameTooLarge` and is skipped; the connection goes on.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -33,7 +40,7 @@ use tracing::{debug, warn};
 use crate::heartbeat::{self, Activity};
 use crate::pending::{self, PendingCalls};
 use crate::writer::Offer;
-use crate::{CloseSignal, FrameReader, FrameWriter, TransportConfig};
+use crate::{CloseSignal, FrameReader, FrameWriter, Inbound, TransportConfig};
 
 /// State shared by a connection's handle and its reader task.
 #[derive(Debug)]
@@ -44,9 +51,27 @@ struct Shared {
 }
 
 impl Shared {
-    /// Fails every pending call with the close reason.
-    fn fail_all(&self) {
+    /// Fails every pending call with the close reason: `NotSent` for the
+    /// requests `writer` never wrote (stopping it for good), the close error
+    /// for the rest.
+    fn fail_all(&self, writer: &FrameWriter) {
+        let unsent = writer.stop_unsent();
+        if !unsent.is_empty() {
+            let not_sent = self.not_sent();
+            for id in unsent {
+                self.pending.complete(id, Err(not_sent.clone()));
+            }
+        }
         self.pending.fail_all(&self.close.error(&self.peer));
+    }
+
+    /// The error of a call that found the connection closed before it was
+    /// queued.
+    fn not_sent(&self) -> RpcError {
+        RpcError::NotSent {
+            peer: self.peer.to_string(),
+            reason: format!("the connection closed ({})", self.close.reason()),
+        }
     }
 }
 
@@ -153,13 +178,9 @@ impl Connection {
             config.max_frame_size,
             config.read_buffer_min,
             config.read_buffer_max,
-        );
-        tokio::spawn(read_loop(
-            shared.clone(),
-            reader,
-            writer.clone(),
-            activity.clone(),
-        ));
+        )
+        .with_activity(activity.clone());
+        tokio::spawn(read_loop(shared.clone(), reader, writer.clone()));
         heartbeat::spawn(
             activity,
             config.heartbeat_interval,
@@ -246,7 +267,7 @@ impl Connection {
             });
         }
         if self.shared.close.is_closed() {
-            return Err(self.shared.close.error(&self.shared.peer));
+            return Err(self.shared.not_sent());
         }
         let id = self.shared.pending.insert(deadline);
         frame.request_id = id;
@@ -260,7 +281,7 @@ impl Connection {
             answered: false,
         };
         if self.shared.close.is_closed() {
-            return Err(self.shared.close.error(&self.shared.peer));
+            return Err(self.shared.not_sent());
         }
 
         // The usual case: room in the write buffer, encoded there at once.
@@ -449,7 +470,6 @@ async fn read_loop<R: AsyncRead + Unpin>(
     shared: Arc<Shared>,
     mut reader: FrameReader<R>,
     writer: FrameWriter,
-    activity: Arc<Activity>,
 ) {
     let close = shared.close.clone();
     let mut closed = close.watch();
@@ -466,8 +486,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             _ = &mut closed => break,
         };
         match next {
-            Ok(Some(frame)) => {
-                activity.bump();
+            Ok(Some(Inbound::Frame(frame))) => {
                 let id = frame.header.request_id;
                 match frame.header.kind {
                     FrameKind::Response => {
@@ -485,6 +504,16 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     }
                 }
             }
+            Ok(Some(Inbound::TooLarge { header, max })) => {
+                let id = header.request_id;
+                warn!(peer = %shared.peer, request_id = id, size = header.frame_len(), max,
+                    "answer larger than max_frame_size: skipped, its call fails");
+                if header.kind == FrameKind::Response {
+                    shared
+                        .pending
+                        .complete(id, Err(Inbound::too_large_error(&header, max)));
+                }
+            }
             Ok(None) => {
                 close.close("the server closed the connection");
                 break;
@@ -496,5 +525,5 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
     }
-    shared.fail_all();
+    shared.fail_all(&writer);
 }

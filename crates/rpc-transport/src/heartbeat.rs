@@ -1,8 +1,9 @@
 //! Heartbeats and the idle timeout.
 //!
-//! Rather than arm a timer on every read, the reader bumps a counter per frame
-//! received ([`Activity`]) and one low-frequency task per connection compares it
-//! between ticks. When nothing arrived for `heartbeat_interval`, a client sends a
+//! Rather than arm a timer on every read, the reader bumps a counter per read
+//! that returned bytes ([`Activity`]; any byte counts, so a large frame that
+//! arrives slowly keeps its connection open) and one low-frequency task per
+//! connection compares it between ticks. When nothing arrived for `heartbeat_interval`, a client sends a
 //! ping (the server answers pong, which counts as activity); when nothing arrived
 //! for `idle_timeout`, the connection is closed as dead. Servers do not ping: a
 //! live client's pings keep it open, an idle or vanished one is closed.
@@ -15,17 +16,17 @@ use rpc_codec::{FrameKind, OutFrame};
 
 use crate::{CloseSignal, FrameWriter};
 
-/// Frames received on a connection, bumped by its reader.
+/// Reads that returned bytes on a connection, bumped by its reader.
 #[derive(Debug, Default)]
 pub struct Activity(AtomicU64);
 
 impl Activity {
-    /// Records one received frame.
+    /// Records that something was received.
     pub fn bump(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Frames received so far.
+    /// Reads counted so far.
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }

@@ -3,8 +3,11 @@
 //! This crate moves frames between two peers and nothing else. It owns:
 //!
 //! - [`FrameReader`]: reads frames through an [`AdaptiveReadBuffer`] that grows
-//!   under load, jumps straight to a large frame's announced size, and shrinks
-//!   when idle (seed 002 traced a throughput dip to a fixed read-buffer strategy);
+//!   under load and shrinks when idle (seed 002 traced a throughput dip to a
+//!   fixed read-buffer strategy); reads a large frame into an allocation of its
+//!   own, reserved from a [`FrameBudget`]; announces an over-size frame as
+//!   [`Inbound::TooLarge`] and skips its bytes, so it costs one call, not the
+//!   connection;
 //! - [`FrameWriter`]: a connection's write buffer, which callers encode their
 //!   frames into, and the writer task that writes everything queued with one
 //!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out;
@@ -20,6 +23,7 @@
 //! It knows nothing of services, handlers, pools or load balancing: `rpc-server`
 //! and `rpc-client` build those on top.
 
+pub mod budget;
 pub mod close;
 pub mod config;
 pub mod connection;
@@ -31,9 +35,10 @@ pub mod reader;
 pub mod tls;
 pub mod writer;
 
+pub use budget::FrameBudget;
 pub use close::CloseSignal;
 pub use config::{IoCounters, TransportConfig};
 pub use connection::{connect, Connection, PendingCall, Started, WriteWait};
 pub use read_buffer::AdaptiveReadBuffer;
-pub use reader::FrameReader;
+pub use reader::{FrameReader, Inbound};
 pub use writer::{FrameWriter, Offer, WriteAck};

@@ -142,6 +142,34 @@ impl AdaptiveReadBuffer {
         self.buf.capacity() + self.spares.iter().map(|s| s.size).sum::<usize>()
     }
 
+    /// Bytes this buffer keeps alive: its allocation (also the part frames
+    /// split off it use) and its spares.
+    pub fn held(&self) -> usize {
+        let own = self.buf_size.max(self.buf.len() + self.buf.capacity());
+        own + self.spares.iter().map(|s| s.size).sum::<usize>()
+    }
+
+    /// True when no undecoded byte is buffered.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Lets go of every allocation when nothing is buffered (an idle
+    /// connection): the buffer starts small again, as a new one does. Frames
+    /// split off it keep their memory until they are dropped. False (and
+    /// nothing released) while a partial frame is buffered.
+    pub fn release(&mut self) -> bool {
+        if !self.buf.is_empty() {
+            return false;
+        }
+        self.buf = BytesMut::new();
+        self.buf_size = 0;
+        self.spares = Default::default();
+        self.recent_frame = 0;
+        self.starting = true;
+        true
+    }
+
     /// Makes room for the next read and returns the buffer to read into.
     /// `frame_len` is the total size of the frame being assembled, when known.
     pub fn prepare(&mut self, frame_len: Option<usize>) -> &mut BytesMut {
@@ -374,6 +402,24 @@ mod tests {
             b.prepare(None);
         }
         assert!(b.capacity() < 64 << 10, "capacity {}", b.capacity());
+    }
+
+    #[test]
+    fn release_lets_go_of_everything_but_a_partial_frame() {
+        let mut b = AdaptiveReadBuffer::new(512, 1 << 20);
+        let buf = b.prepare(Some(256 << 10));
+        buf.extend_from_slice(&vec![0u8; 256 << 10]);
+        let held = buf.split().freeze();
+        b.prepare(None);
+        assert!(b.held() >= 256 << 10);
+        assert!(b.release());
+        assert_eq!(b.held(), 0);
+        assert!(b.prepare(None).capacity() < 1024, "starts small again");
+        // A partial frame is kept.
+        b.buffer().extend_from_slice(&[1, 2, 3]);
+        assert!(!b.release());
+        assert_eq!(b.buffer().len(), 3);
+        drop(held);
     }
 
     #[test]

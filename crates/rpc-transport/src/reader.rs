@@ -1,75 +1,356 @@
 //! [`FrameReader`]: frames out of a byte stream.
 //!
-//! `next()` is cancel-safe — it only awaits inside `read_buf`, which either reads
-//! or does not — so connection tasks can `select!` on it together with a shutdown
+//! # What it keeps true
+//!
+//! - **Nothing is allocated for a frame before its size is known to be
+//!   acceptable.** The fixed header is read first.
+//! - **An over-size frame costs one answer, not the connection.** A valid
+//!   header that announces more than `max_frame_size` still names its request
+//!   id, so the reader hands it up as [`Inbound::TooLarge`] (a server answers
+//!   that request `FrameTooLarge`, a client fails that one call) and then
+//!   discards the frame's bytes as they arrive, without buffering them. Only
+//!   bytes that are not a brisk frame at all (bad magic, version or kind) are
+//!   an error, after which the stream cannot be trusted.
+//! - **A large frame owns its memory.** A frame over `read_buffer_max` is read
+//!   into an allocation of its own, sized exactly, which the frame alone keeps
+//!   alive: when the call is done with it, the memory is gone, instead of
+//!   staying behind as the connection's read buffer for as long as the
+//!   connection lives. With a [`FrameBudget`], the reader reserves the frame's
+//!   size before it reads the body, and waits (not reading, so TCP pushes back)
+//!   while the budget is spent.
+//! - **An idle connection holds almost nothing.** When nothing arrives for
+//!   [`IDLE_RELEASE`] while the read buffer holds more than [`IDLE_KEEP`]
+//!   bytes, the buffer is let go and starts small again.
+//! - **Any byte received is activity** (for the idle timeout), not only a
+//!   complete frame: a large frame that takes longer than the idle timeout to
+//!   arrive is not mistaken for a dead peer.
+//!
+//! `next()` is cancel-safe — it only awaits in `read_buf`, which either reads
+//! or does not, in a timer, or in a budget reservation that is kept across
+//! calls — so connection tasks can `select!` on it together with a shutdown
 //! signal without losing bytes.
 
-use rpc_codec::{Frame, FrameCodec};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, BytesMut};
+use rpc_codec::{read_header, Frame, Header};
 use rpc_core::RpcError;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio_util::codec::Decoder;
 
-use crate::AdaptiveReadBuffer;
+use crate::budget::{FrameBudget, Reserved};
+use crate::heartbeat::Activity;
+use crate::{AdaptiveReadBuffer, IoCounters};
+
+/// How long a connection must receive nothing before its read buffer is let go.
+pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
+
+/// A read buffer holding at most this many bytes is kept however long the
+/// connection is idle (a new one starts at 512 bytes and grows on demand).
+pub const IDLE_KEEP: usize = 64 << 10;
+
+/// What the reader found on the stream.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A complete frame.
+    Frame(Frame),
+    /// A valid header announcing more than `max` bytes. Nothing was
+    /// allocated for it; the reader discards its bytes as they arrive, and the
+    /// frames after it are read as usual.
+    TooLarge {
+        /// The over-size frame's header (its kind and request id).
+        header: Header,
+        /// The limit it exceeds (`max_frame_size`).
+        max: usize,
+    },
+}
+
+impl Inbound {
+    /// The error the sender of an over-size frame gets.
+    pub fn too_large_error(header: &Header, max: usize) -> RpcError {
+        RpcError::FrameTooLarge {
+            size: header.frame_len(),
+            max: max as u64,
+        }
+    }
+}
+
+/// A frame over the size limit of the read buffer, read into its own allocation.
+struct LargeFrame {
+    header: Header,
+    buf: BytesMut,
+    total: usize,
+    /// Its share of the endpoint's budget, held as long as the frame's memory.
+    reserved: Option<Reserved>,
+}
+
+/// The budget and the memory a large frame's bytes live in, as one owner of
+/// the frame's `Bytes`: both go when the last slice of the frame is dropped.
+struct BudgetedBytes {
+    bytes: bytes::Bytes,
+    _reserved: Reserved,
+}
+
+impl AsRef<[u8]> for BudgetedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl LargeFrame {
+    fn finish(self) -> Result<Frame, RpcError> {
+        let bytes = self.buf.freeze();
+        let bytes = match self.reserved {
+            Some(reserved) => bytes::Bytes::from_owner(BudgetedBytes {
+                bytes,
+                _reserved: reserved,
+            }),
+            None => bytes,
+        };
+        Frame::from_bytes(self.header, bytes)
+    }
+}
+
+/// The timer that lets an idle connection's read buffer go; armed once per
+/// [`IDLE_RELEASE`] period, not per read.
+struct IdleRelease {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// `bytes_read` when the timer was armed: unchanged at expiry means idle.
+    read_at_arm: u64,
+}
+
+type Reserving = Pin<Box<dyn Future<Output = Reserved> + Send>>;
 
 /// Reads frames from `R` through an adaptive buffer.
-#[derive(Debug)]
 pub struct FrameReader<R> {
     io: R,
     buf: AdaptiveReadBuffer,
-    codec: FrameCodec,
+    max_frame_size: usize,
+    /// Frames above this size get an allocation of their own (`read_buffer_max`).
+    own_allocation_above: usize,
+    /// Bytes of an over-size frame still to be discarded.
+    skip: u64,
+    large: Option<LargeFrame>,
+    budget: Option<FrameBudget>,
+    /// A budget reservation in progress, kept across cancelled `next()` calls
+    /// so the reader keeps its place in the queue.
+    reserving: Option<Reserving>,
+    idle: Option<IdleRelease>,
     bytes_read: u64,
-    counters: Option<std::sync::Arc<crate::IoCounters>>,
+    counters: Option<Arc<IoCounters>>,
+    activity: Option<Arc<Activity>>,
+}
+
+impl<R> std::fmt::Debug for FrameReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameReader")
+            .field("max_frame_size", &self.max_frame_size)
+            .field("bytes_read", &self.bytes_read)
+            .field("held", &self.buf.held())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
-    /// A reader enforcing `max_frame_size`, with read sizes between `min` and `max`.
+    /// A reader enforcing `max_frame_size`, with read sizes between `min` and
+    /// `max`; frames larger than `max` are read into their own allocation.
     pub fn new(io: R, max_frame_size: usize, min: usize, max: usize) -> Self {
         FrameReader {
             io,
             buf: AdaptiveReadBuffer::new(min, max),
-            codec: FrameCodec::new(max_frame_size),
+            max_frame_size,
+            own_allocation_above: max.max(min),
+            skip: 0,
+            large: None,
+            budget: None,
+            reserving: None,
+            idle: None,
             bytes_read: 0,
             counters: None,
+            activity: None,
         }
     }
 
     /// Also counts every byte read into `counters`.
-    pub fn with_counters(mut self, counters: std::sync::Arc<crate::IoCounters>) -> Self {
+    pub fn with_counters(mut self, counters: Arc<IoCounters>) -> Self {
         self.counters = Some(counters);
         self
     }
 
-    /// The next frame; `Ok(None)` on a clean end of stream between frames.
-    /// A stream that ends inside a frame, or bytes that are not a frame, are errors.
-    pub async fn next(&mut self) -> Result<Option<Frame>, RpcError> {
+    /// Records every read in `activity` (for the idle timeout).
+    pub fn with_activity(mut self, activity: Arc<Activity>) -> Self {
+        self.activity = Some(activity);
+        self
+    }
+
+    /// Reserves every large frame's size from `budget` before reading it.
+    pub fn with_budget(mut self, budget: FrameBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The next frame (or over-size announcement); `Ok(None)` on a clean end
+    /// of stream between frames. A stream that ends inside a frame, or bytes
+    /// that are not a frame, are errors.
+    pub async fn next(&mut self) -> Result<Option<Inbound>, RpcError> {
         loop {
-            if let Some(frame) = self.codec.decode(self.buf.buffer())? {
-                return Ok(Some(frame));
+            if let Some(inbound) = self.try_next_buffered()? {
+                return Ok(Some(inbound));
             }
-            let frame_len = self.codec.pending_frame_len(self.buf.buffer())?;
-            let dst = self.buf.prepare(frame_len);
-            let n = self.io.read_buf(dst).await?;
-            if n == 0 {
-                let left = self.buf.buffer().len();
-                if left == 0 {
-                    return Ok(None);
-                }
-                return Err(RpcError::Protocol(format!(
-                    "peer closed the stream in the middle of a frame ({left} bytes buffered)"
-                )));
+            if !self.fill().await? {
+                return Ok(None);
             }
-            self.bytes_read += n as u64;
-            if let Some(c) = &self.counters {
-                c.add_in(n as u64);
-            }
-            self.buf.record(n);
         }
     }
 
-    /// Decodes a frame that is already buffered, without reading (lets a caller
-    /// drain a batch before going back to the socket).
-    pub fn try_next_buffered(&mut self) -> Result<Option<Frame>, RpcError> {
-        self.codec.decode(self.buf.buffer())
+    /// What is already buffered, without reading (lets a caller drain a batch
+    /// before going back to the socket).
+    pub fn try_next_buffered(&mut self) -> Result<Option<Inbound>, RpcError> {
+        if self.skip > 0 {
+            let buf = self.buf.buffer();
+            let n = (buf.len() as u64).min(self.skip) as usize;
+            buf.advance(n);
+            self.skip -= n as u64;
+            if self.skip > 0 {
+                return Ok(None);
+            }
+        }
+        if let Some(large) = self.large.take() {
+            if large.buf.len() < large.total {
+                self.large = Some(large);
+                return Ok(None);
+            }
+            return large.finish().map(|f| Some(Inbound::Frame(f)));
+        }
+        let Some(header) = read_header(self.buf.buffer())? else {
+            return Ok(None);
+        };
+        let total = header.frame_len();
+        if total > self.max_frame_size as u64 {
+            self.skip = total;
+            return Ok(Some(Inbound::TooLarge {
+                header,
+                max: self.max_frame_size,
+            }));
+        }
+        let total = total as usize;
+        let buf = self.buf.buffer();
+        if buf.len() < total {
+            return Ok(None);
+        }
+        let bytes = buf.split_to(total).freeze();
+        Frame::from_bytes(header, bytes).map(|f| Some(Inbound::Frame(f)))
+    }
+
+    /// One read into the right place; false on end of stream between frames.
+    async fn fill(&mut self) -> Result<bool, RpcError> {
+        if self.skip == 0 && self.large.is_none() {
+            if let Some(header) = read_header(self.buf.buffer())? {
+                let total = header.frame_len() as usize;
+                if total > self.own_allocation_above {
+                    self.start_large(header, total).await;
+                }
+            }
+        }
+        let n = if let Some(large) = &mut self.large {
+            let rest = large.total - large.buf.len();
+            self.io.read_buf(&mut (&mut large.buf).limit(rest)).await?
+        } else {
+            match self.read_small().await? {
+                Some(n) => n,
+                // The idle timer fired: nothing read, go round again.
+                None => return Ok(true),
+            }
+        };
+        if n == 0 {
+            let partial = self.skip > 0 || self.large.is_some() || !self.buf.is_empty();
+            if !partial {
+                return Ok(false);
+            }
+            return Err(RpcError::Protocol(format!(
+                "peer closed the stream in the middle of a frame ({} bytes buffered)",
+                self.buf.buffer().len() + self.large.as_ref().map_or(0, |l| l.buf.len())
+            )));
+        }
+        self.bytes_read += n as u64;
+        if let Some(c) = &self.counters {
+            c.add_in(n as u64);
+        }
+        if let Some(a) = &self.activity {
+            a.bump();
+        }
+        Ok(true)
+    }
+
+    /// Reserves a large frame's budget (waiting, cancel-safely, while it is
+    /// spent) and moves its first bytes into an allocation of its own.
+    async fn start_large(&mut self, header: Header, total: usize) {
+        let reserved = match &self.budget {
+            Some(budget) => {
+                let budget = budget.clone();
+                let reserving = self
+                    .reserving
+                    .get_or_insert_with(|| Box::pin(async move { budget.reserve(total).await }));
+                let reserved = reserving.as_mut().await;
+                self.reserving = None;
+                Some(reserved)
+            }
+            None => None,
+        };
+        let mut buf = BytesMut::with_capacity(total);
+        let small = self.buf.buffer();
+        buf.extend_from_slice(small);
+        small.clear();
+        self.large = Some(LargeFrame {
+            header,
+            buf,
+            total,
+            reserved,
+        });
+    }
+
+    /// One read into the adaptive buffer; `None` when the idle timer fired
+    /// instead (and the buffer was let go, or the timer re-armed).
+    async fn read_small(&mut self) -> Result<Option<usize>, RpcError> {
+        let frame_len = match (self.skip, read_header(self.buf.buffer())?) {
+            (0, Some(header)) => Some(header.frame_len() as usize),
+            _ => None,
+        };
+        let watch_idle = self.buf.is_empty() && self.buf.held() > IDLE_KEEP;
+        if !watch_idle {
+            self.idle = None;
+            let dst = self.buf.prepare(frame_len);
+            let n = self.io.read_buf(dst).await?;
+            self.buf.record(n);
+            return Ok(Some(n));
+        }
+        let bytes_read = self.bytes_read;
+        let idle = self.idle.get_or_insert_with(|| IdleRelease {
+            sleep: Box::pin(tokio::time::sleep(IDLE_RELEASE)),
+            read_at_arm: bytes_read,
+        });
+        let dst = self.buf.prepare(frame_len);
+        tokio::select! {
+            biased;
+            n = self.io.read_buf(dst) => {
+                let n = n?;
+                self.buf.record(n);
+                Ok(Some(n))
+            }
+            _ = idle.sleep.as_mut() => {
+                if idle.read_at_arm == bytes_read {
+                    self.buf.release();
+                    self.idle = None;
+                } else {
+                    idle.read_at_arm = bytes_read;
+                    let at = tokio::time::Instant::now() + IDLE_RELEASE;
+                    idle.sleep.as_mut().reset(at);
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// Total bytes read so far.
@@ -77,8 +358,176 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self.bytes_read
     }
 
-    /// Bytes currently held by the read buffer.
+    /// Bytes currently held by the read buffer (a large frame being read
+    /// included).
     pub fn buffer_capacity(&self) -> usize {
-        self.buf.capacity()
+        self.buf.held() + self.large.as_ref().map_or(0, |l| l.buf.capacity())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use rpc_codec::{FrameKind, OutFrame};
+    use tokio::io::AsyncWriteExt;
+
+    fn request(id: u64, body: usize) -> Vec<u8> {
+        let f = OutFrame::request(id, 1, "S", "m", Bytes::from(vec![7u8; body]));
+        let mut b = BytesMut::new();
+        f.encode(&mut b, usize::MAX).unwrap();
+        b.to_vec()
+    }
+
+    fn frame(inbound: Option<Inbound>) -> Frame {
+        match inbound {
+            Some(Inbound::Frame(f)) => f,
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_over_size_frame_is_announced_and_skipped_and_the_next_one_read() {
+        let (mut tx, rx) = tokio::io::duplex(1 << 16);
+        let mut reader = FrameReader::new(rx, 4096, 512, 1024);
+        let mut bytes = request(1, 10);
+        bytes.extend(request(2, 100_000));
+        bytes.extend(request(3, 20));
+        let writer = tokio::spawn(async move {
+            tx.write_all(&bytes).await.unwrap();
+            tx
+        });
+        assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+        match reader.next().await.unwrap() {
+            Some(Inbound::TooLarge { header, max }) => {
+                assert_eq!(header.request_id, 2);
+                assert_eq!(header.kind, FrameKind::Request);
+                assert_eq!(max, 4096);
+                let err = Inbound::too_large_error(&header, max);
+                assert!(matches!(err, RpcError::FrameTooLarge { max: 4096, .. }));
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        let third = frame(reader.next().await.unwrap());
+        assert_eq!(third.header.request_id, 3);
+        assert_eq!(third.body.len(), 20);
+        assert!(
+            reader.buffer_capacity() < 64 << 10,
+            "the skipped frame was never buffered: {}",
+            reader.buffer_capacity()
+        );
+        drop(writer.await.unwrap());
+        assert!(reader.next().await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_owns_its_allocation_and_the_budget_while_held() {
+        let (mut tx, rx) = tokio::io::duplex(1 << 16);
+        let budget = FrameBudget::new(1 << 20);
+        let mut reader = FrameReader::new(rx, 16 << 20, 512, 4096).with_budget(budget.clone());
+        let mut bytes = request(1, 300_000);
+        bytes.extend(request(2, 10));
+        tokio::spawn(async move {
+            tx.write_all(&bytes).await.unwrap();
+            // Keep the stream open.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let big = frame(reader.next().await.unwrap());
+        assert_eq!(big.body.len(), 300_000);
+        assert!(
+            budget.available() <= (1 << 20) - 300_000,
+            "reserved while held"
+        );
+        let small = frame(reader.next().await.unwrap());
+        assert_eq!(small.header.request_id, 2);
+        assert!(
+            reader.buffer_capacity() < 64 << 10,
+            "the reader does not keep the large frame's memory: {}",
+            reader.buffer_capacity()
+        );
+        drop(big);
+        assert_eq!(budget.available(), 1 << 20, "given back with the frame");
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_holds_the_next_large_frame_until_bytes_come_back() {
+        let (mut tx, rx) = tokio::io::duplex(1 << 16);
+        let budget = FrameBudget::new(400_000);
+        let mut reader = FrameReader::new(rx, 16 << 20, 512, 4096).with_budget(budget);
+        let mut bytes = request(1, 300_000);
+        bytes.extend(request(2, 300_000));
+        tokio::spawn(async move {
+            tx.write_all(&bytes).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let first = frame(reader.next().await.unwrap());
+        // The second does not fit beside the first: next() waits, and a
+        // cancelled wait loses nothing.
+        for _ in 0..3 {
+            let waited = tokio::time::timeout(Duration::from_millis(30), reader.next()).await;
+            assert!(waited.is_err(), "the second frame waits for the budget");
+        }
+        drop(first);
+        let second = tokio::time::timeout(Duration::from_secs(5), reader.next())
+            .await
+            .expect("read once the first frame is gone");
+        assert_eq!(frame(second.unwrap()).header.request_id, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_reader_lets_its_buffer_go() {
+        let (mut tx, rx) = tokio::io::duplex(1 << 20);
+        let mut reader = FrameReader::new(rx, 16 << 20, 512, 1 << 20);
+        // Frames of 200 KiB grow the read buffer past IDLE_KEEP.
+        for id in 1..=3 {
+            tx.write_all(&request(id, 200 << 10)).await.unwrap();
+            drop(frame(reader.next().await.unwrap()));
+        }
+        assert!(
+            reader.buffer_capacity() > IDLE_KEEP,
+            "grown: {}",
+            reader.buffer_capacity()
+        );
+        // Nothing arrives for a while.
+        let waited = tokio::time::timeout(IDLE_RELEASE * 3, reader.next()).await;
+        assert!(waited.is_err());
+        assert!(
+            reader.buffer_capacity() <= IDLE_KEEP,
+            "released: {}",
+            reader.buffer_capacity()
+        );
+        // And it still reads.
+        tx.write_all(&request(9, 10)).await.unwrap();
+        assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 9);
+    }
+
+    #[tokio::test]
+    async fn every_read_counts_as_activity() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let activity = Arc::new(Activity::default());
+        let mut reader = FrameReader::new(rx, 1 << 20, 512, 4096).with_activity(activity.clone());
+        let bytes = request(1, 1000);
+        let writer = tokio::spawn(async move {
+            for chunk in bytes.chunks(100) {
+                tx.write_all(chunk).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+        writer.await.unwrap();
+        assert!(
+            activity.get() > 1,
+            "one frame, several reads: {}",
+            activity.get()
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_is_still_an_error() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut reader = FrameReader::new(rx, 1 << 20, 512, 4096);
+        tx.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let err = reader.next().await.unwrap_err();
+        assert!(err.to_string().contains("bad magic"), "{err}");
     }
 }

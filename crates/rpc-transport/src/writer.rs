@@ -34,6 +34,16 @@
 //! [`FrameWriter::send`] until the writer has taken the buffer, so a stalled
 //! peer pushes back on its callers instead of growing memory. A `WriteMode::Sync` caller attaches a [`WriteAck`],
 //! completed once the write holding its frame has finished, or with its error.
+//!
+//! # What never left
+//!
+//! The buffer also lists the request ids of the requests in it. A frame still
+//! in the buffer when the connection ends was never handed to the socket, so
+//! the server cannot have run it: [`FrameWriter::stop_unsent`] stops the writer
+//! and returns those ids, and the connection fails their calls with
+//! `RpcError::NotSent` (retried by default) rather than `ConnectionClosed`
+//! (which may have run). Once the writer task has taken a batch, its frames
+//! count as sent, even if the write then fails part-way.
 
 use std::future::poll_fn;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,7 +52,7 @@ use std::task::{Poll, Waker};
 
 use bytes::BytesMut;
 use parking_lot::Mutex;
-use rpc_codec::OutFrame;
+use rpc_codec::{FrameKind, OutFrame};
 use rpc_core::RpcError;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{oneshot, Notify};
@@ -69,6 +79,9 @@ struct Queue {
     frames: usize,
     /// Acknowledgements of the `WriteMode::Sync` frames in `buf`.
     acks: Vec<WriteAck>,
+    /// Request ids of the requests in `buf` (what never left, if the
+    /// connection ends now).
+    ids: Vec<u64>,
     /// The writer task, parked on an empty buffer.
     writer: Option<Waker>,
     /// Every [`FrameWriter`] handle is gone: write what is queued, then stop.
@@ -117,6 +130,9 @@ impl Shared {
             }
             frame.encode(&mut q.buf, self.max_frame)?;
             q.frames += 1;
+            if frame.kind == FrameKind::Request {
+                q.ids.push(frame.request_id);
+            }
             self.queued.store(q.frames, Ordering::Relaxed);
             if let Some(ack) = ack.take() {
                 q.acks.push(ack);
@@ -130,19 +146,30 @@ impl Shared {
         Ok(Offer::Queued)
     }
 
+    /// Why a frame offered now cannot be queued: it never leaves, so the
+    /// error says it was not sent.
     fn closed_error(&self) -> RpcError {
-        if self.close.is_closed() {
-            self.close.error(&self.peer)
+        let reason = if self.close.is_closed() {
+            format!("the connection closed ({})", self.close.reason())
         } else if let Some(reason) = self.close.write_error() {
-            RpcError::Write {
-                peer: self.peer.to_string(),
-                reason: reason.to_owned(),
-            }
+            format!("an earlier write on the connection failed ({reason})")
         } else {
-            RpcError::ConnectionClosed {
-                peer: self.peer.to_string(),
-                reason: "writer stopped".into(),
-            }
+            "the connection's writer stopped".to_owned()
+        };
+        RpcError::NotSent {
+            peer: self.peer.to_string(),
+            reason,
+        }
+    }
+
+    /// The error of a frame that was queued but never written.
+    fn unsent_error(&self) -> RpcError {
+        RpcError::NotSent {
+            peer: self.peer.to_string(),
+            reason: format!(
+                "the connection closed before the frame was written ({})",
+                self.close.reason()
+            ),
         }
     }
 }
@@ -188,6 +215,7 @@ impl FrameWriter {
                 buf: BytesMut::new(),
                 frames: 0,
                 acks: Vec::new(),
+                ids: Vec::new(),
                 writer: None,
                 handles_gone: false,
                 stopped: false,
@@ -266,6 +294,26 @@ impl FrameWriter {
         self.shared().queued.load(Ordering::Relaxed)
     }
 
+    /// Stops the writer for good and returns the request ids of the
+    /// requests queued and not yet taken by a write: they never left, and
+    /// never will. Their `WriteMode::Sync` callers get `NotSent` too.
+    pub fn stop_unsent(&self) -> Vec<u64> {
+        let shared = self.shared();
+        let (ids, acks) = {
+            let mut q = shared.queue.lock();
+            q.stopped = true;
+            q.buf = BytesMut::new();
+            q.frames = 0;
+            shared.queued.store(0, Ordering::Relaxed);
+            (std::mem::take(&mut q.ids), std::mem::take(&mut q.acks))
+        };
+        shared.space.notify_waiters();
+        for ack in acks {
+            let _ = ack.send(Err(shared.unsent_error()));
+        }
+        ids
+    }
+
     /// The connection's close signal.
     pub fn close_signal(&self) -> &Arc<CloseSignal> {
         &self.shared().close
@@ -310,7 +358,8 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             }
             _ = close.watch() => {}
         }
-        // Whatever is still queued will never be written.
+        // Whatever is still queued will never be written. Its request ids
+        // stay listed for `stop_unsent`, so their calls learn they never left.
         let queued = {
             let mut q = self.shared.queue.lock();
             q.stopped = true;
@@ -320,11 +369,16 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             std::mem::take(&mut q.acks)
         };
         self.shared.space.notify_waiters();
+        for ack in queued {
+            let _ = ack.send(Err(self.shared.unsent_error()));
+        }
+        // The batch being written when the connection ended may have reached
+        // the server.
         let reason = format!(
-            "connection closed before the frame was written: {}",
+            "connection closed while the frame was being written: {}",
             close.reason()
         );
-        for ack in self.acks.drain(..).chain(queued) {
+        for ack in self.acks.drain(..) {
             let _ = ack.send(Err(RpcError::Write {
                 peer: self.shared.peer.to_string(),
                 reason: reason.clone(),
@@ -363,6 +417,8 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             let mut q = self.shared.queue.lock();
             std::mem::swap(&mut q.buf, &mut self.spare);
             std::mem::swap(&mut q.acks, &mut self.acks);
+            // Taken for writing: from here on these frames count as sent.
+            q.ids.clear();
             self.shared.queued.store(0, Ordering::Relaxed);
             std::mem::take(&mut q.frames)
         };
@@ -408,7 +464,6 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpc_codec::FrameKind;
     use tokio::io::AsyncReadExt;
 
     fn config(capacity: usize) -> TransportConfig {
@@ -561,6 +616,43 @@ mod tests {
             tokio::task::yield_now().await;
         }
         panic!("offers still accepted after close");
+    }
+
+    #[tokio::test]
+    async fn stop_unsent_names_the_requests_that_never_left() {
+        // A peer that does not read: the first batch fills the pipe, the rest
+        // stays queued.
+        let (client, _server) = tokio::io::duplex(64);
+        let close = Arc::new(CloseSignal::new());
+        let writer = FrameWriter::spawn(client, &config(1000), close.clone(), "peer-y".into());
+        let mut offered = Vec::new();
+        for id in 1..=50u64 {
+            let mut f = OutFrame::request(id, 1, "S", "m", bytes::Bytes::from(vec![0u8; 40]));
+            f.request_id = id;
+            if writer.offer(&f).unwrap() == Offer::Queued {
+                offered.push(id);
+            }
+            tokio::task::yield_now().await;
+        }
+        let (ack, acked) = oneshot::channel();
+        let last = OutFrame::request(99, 1, "S", "m", bytes::Bytes::new());
+        let mut ack = Some(ack);
+        assert_eq!(
+            writer.shared().offer(&last, &mut ack).unwrap(),
+            Offer::Queued
+        );
+        close.close("closed by the test");
+        let unsent = writer.stop_unsent();
+        assert!(unsent.contains(&99), "{unsent:?}");
+        assert!(
+            !unsent.contains(&1),
+            "the first batch was taken for writing"
+        );
+        assert!(unsent.iter().all(|id| *id == 99 || offered.contains(id)));
+        let err = acked.await.unwrap().unwrap_err();
+        assert!(matches!(err, RpcError::NotSent { .. }), "{err:?}");
+        let later = writer.offer(&last).unwrap_err();
+        assert!(matches!(later, RpcError::NotSent { .. }), "{later:?}");
     }
 
     #[tokio::test]
