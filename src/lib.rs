@@ -67,7 +67,8 @@ pub mod tls {
     pub use rustls;
 }
 pub use rpc_server::{
-    PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig, ServerHandle, WorkerPool,
+    MemoryConfig, PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig, ServerHandle,
+    WorkerPool,
 };
 
 /// Re-exports the macro expansion needs; not part of the public API.

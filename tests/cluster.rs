@@ -217,6 +217,9 @@ async fn a_pending_call_fails_over_to_another_server_or_fails_closed() {
                         .addrs(addrs)
                         .balancer(Balancer::ConsistentHash)
                         .max_try_count(tries)
+                        // A call that may have run is retried only when it
+                        // may run twice.
+                        .idempotent("Where", "slow")
                         .build()
                         .await
                         .unwrap(),

@@ -66,7 +66,12 @@ impl Gate {
 #[derive(Default)]
 pub struct CalcImpl {
     pub gate: Arc<Gate>,
+    /// `add` and `fail` calls run.
     pub calls: AtomicU64,
+    /// `sleep_ms` calls started.
+    pub slept: AtomicU64,
+    /// `echo` calls run.
+    pub echoed: AtomicU64,
 }
 
 #[async_trait]
@@ -76,9 +81,11 @@ impl Calc for Arc<CalcImpl> {
         Ok(a + b)
     }
     async fn echo(&self, data: Vec<u8>) -> Result<Vec<u8>, RpcError> {
+        self.echoed.fetch_add(1, Ordering::Relaxed);
         Ok(data)
     }
     async fn sleep_ms(&self, ms: u64) -> Result<u64, RpcError> {
+        self.slept.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(ms)
     }

@@ -34,6 +34,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use rpc_codec::OutFrame;
 use rpc_core::RpcError;
+use rpc_transport::Reserved;
 use tracing::warn;
 
 /// One connection's answers from the worker pool, and its calls still there.
@@ -47,6 +48,8 @@ pub(crate) struct PoolAnswers {
 struct State {
     /// Encoded answer frames, back to back.
     buf: BytesMut,
+    /// The frame budget of the large requests whose answers are in `buf`.
+    held: Vec<Reserved>,
     /// The connection task, when it waits for answers.
     waker: Option<Waker>,
     /// Something was delivered since [`PoolAnswers::poll_news`] last said so.
@@ -60,6 +63,7 @@ impl PoolAnswers {
         PoolAnswers {
             state: Mutex::new(State {
                 buf: BytesMut::new(),
+                held: Vec::new(),
                 waker: None,
                 news: false,
                 closed: false,
@@ -71,12 +75,20 @@ impl PoolAnswers {
 
     /// Counts a call handed to the pool; its [`AnswerSlot`] answers it (or,
     /// dropped unanswered, just counts it done).
-    pub fn reserve(self: &std::sync::Arc<Self>, request_id: u64, serializer: u8) -> AnswerSlot {
+    /// `reserved` is a large request's share of the frame budget, held until
+    /// its answer is written.
+    pub fn reserve(
+        self: &std::sync::Arc<Self>,
+        request_id: u64,
+        serializer: u8,
+        reserved: Option<Reserved>,
+    ) -> AnswerSlot {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         AnswerSlot {
             answers: Some(self.clone()),
             request_id,
             serializer,
+            reserved,
         }
     }
 
@@ -100,10 +112,13 @@ impl PoolAnswers {
         Poll::Pending
     }
 
-    /// Moves every answer delivered so far to the end of `out`, without
-    /// waiting. Returns whether there was any.
-    pub fn take(&self, out: &mut BytesMut, max_keep: usize) -> bool {
+    /// Moves every answer delivered so far to the end of `out` (and the
+    /// budget their requests hold to `held`), without waiting. Returns
+    /// whether there was any. Neither buffer keeps more than `max_keep` bytes
+    /// of storage once emptied.
+    pub fn take(&self, out: &mut BytesMut, held: &mut Vec<Reserved>, max_keep: usize) -> bool {
         let mut st = self.state.lock();
+        held.append(&mut st.held);
         if st.buf.is_empty() {
             return false;
         }
@@ -117,7 +132,12 @@ impl PoolAnswers {
             }
         } else {
             out.extend_from_slice(&st.buf);
-            st.buf.clear();
+            if st.buf.capacity() > max_keep {
+                // A large answer copied out: its storage must not stay behind.
+                st.buf = BytesMut::new();
+            } else {
+                st.buf.clear();
+            }
         }
         true
     }
@@ -127,12 +147,13 @@ impl PoolAnswers {
         let mut st = self.state.lock();
         st.closed = true;
         st.buf = BytesMut::new();
+        st.held.clear();
         st.waker = None;
     }
 
     /// Encodes the answer (unless the connection is gone), counts the call
     /// done and wakes the connection task if it waits.
-    fn deliver(&self, frame: Option<&OutFrame>) {
+    fn deliver(&self, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
         let waker = {
             let mut st = self.state.lock();
             // Counted done first, so that even a panic in the encode below
@@ -144,6 +165,7 @@ impl PoolAnswers {
             if let Some(frame) = frame {
                 if !st.closed {
                     encode_answer(&mut st.buf, frame, self.max_frame);
+                    st.held.extend(reserved);
                 }
             }
             st.waker.take()
@@ -161,6 +183,7 @@ pub(crate) struct AnswerSlot {
     answers: Option<std::sync::Arc<PoolAnswers>>,
     request_id: u64,
     serializer: u8,
+    reserved: Option<Reserved>,
 }
 
 impl AnswerSlot {
@@ -170,7 +193,7 @@ impl AnswerSlot {
         // the call done (on drop).
         let frame = crate::dispatch::answer_frame(self.request_id, self.serializer, result);
         if let Some(answers) = self.answers.take() {
-            answers.deliver(Some(&frame));
+            answers.deliver(Some(&frame), self.reserved.take());
         }
     }
 }
@@ -178,7 +201,7 @@ impl AnswerSlot {
 impl Drop for AnswerSlot {
     fn drop(&mut self) {
         if let Some(answers) = self.answers.take() {
-            answers.deliver(None);
+            answers.deliver(None, None);
         }
     }
 }
@@ -199,6 +222,31 @@ pub(crate) fn encode_answer(buf: &mut BytesMut, frame: &OutFrame, max_frame: usi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_answer_copied_out_leaves_no_storage_and_hands_over_its_budget() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let budget = rpc_transport::FrameBudget::new(1 << 20);
+        let reserved = rt.block_on(budget.reserve(1000));
+        let answers = std::sync::Arc::new(PoolAnswers::new(1 << 24));
+        answers
+            .reserve(1, 1, Some(reserved))
+            .answer(Ok(Bytes::from(vec![1u8; 2 << 20])));
+        // The outbox is busy with earlier answers: the large one is copied.
+        let mut out = BytesMut::from(&b"earlier"[..]);
+        let mut held = Vec::new();
+        assert!(answers.take(&mut out, &mut held, 1 << 16));
+        assert_eq!(held.len(), 1, "the request's budget moves with its answer");
+        assert_eq!(budget.available(), (1 << 20) - 1000);
+        assert!(
+            answers.state.lock().buf.capacity() <= 1 << 16,
+            "storage let go"
+        );
+        held.clear();
+        assert_eq!(budget.available(), 1 << 20);
+    }
     use rpc_codec::{FrameCodec, FrameKind};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
@@ -230,8 +278,8 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut out = BytesMut::new();
 
-        let a = answers.reserve(1, 0);
-        let b = answers.reserve(2, 0);
+        let a = answers.reserve(1, 0, None);
+        let b = answers.reserve(2, 0, None);
         assert_eq!(answers.in_flight(), 2);
         assert!(answers.poll_news(&mut cx).is_pending());
 
@@ -249,7 +297,7 @@ mod tests {
 
         assert!(answers.poll_news(&mut cx).is_ready());
         assert!(answers.poll_news(&mut cx).is_pending(), "news is told once");
-        assert!(answers.take(&mut out, 1 << 16));
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         let got = decode_all(out);
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].0, &got[0].3[..]), (1, &b"one"[..]));
@@ -267,10 +315,13 @@ mod tests {
             1 << 20,
         );
         answers
-            .reserve(8, 0)
+            .reserve(8, 0, None)
             .answer(Ok(Bytes::from_static(b"second")));
-        assert!(answers.take(&mut out, 1 << 16));
-        assert!(!answers.take(&mut out, 1 << 16), "nothing left");
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
+        assert!(
+            !answers.take(&mut out, &mut Vec::new(), 1 << 16),
+            "nothing left"
+        );
         let ids: Vec<u64> = decode_all(out).into_iter().map(|f| f.0).collect();
         assert_eq!(ids, vec![7, 8]);
     }
@@ -278,7 +329,7 @@ mod tests {
     #[test]
     fn a_dropped_slot_counts_the_call_done_without_an_answer() {
         let answers = Arc::new(PoolAnswers::new(1 << 20));
-        let slot = answers.reserve(1, 0);
+        let slot = answers.reserve(1, 0, None);
         assert_eq!(answers.in_flight(), 1);
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
@@ -294,17 +345,17 @@ mod tests {
         assert!(answers
             .poll_news(&mut Context::from_waker(&waker))
             .is_ready());
-        assert!(!answers.take(&mut BytesMut::new(), 1 << 16));
+        assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
     }
 
     #[test]
     fn an_oversize_answer_becomes_an_error_frame() {
         let answers = Arc::new(PoolAnswers::new(64));
         answers
-            .reserve(3, 0)
+            .reserve(3, 0, None)
             .answer(Ok(Bytes::from(vec![0u8; 1000])));
         let mut out = BytesMut::new();
-        assert!(answers.take(&mut out, 1 << 16));
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         let got = decode_all(out);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, 3);
@@ -316,10 +367,10 @@ mod tests {
     #[test]
     fn answers_after_close_are_dropped_but_counted() {
         let answers = Arc::new(PoolAnswers::new(1 << 20));
-        let slot = answers.reserve(1, 0);
+        let slot = answers.reserve(1, 0, None);
         answers.close();
         slot.answer(Ok(Bytes::from_static(b"late")));
         assert_eq!(answers.in_flight(), 0);
-        assert!(!answers.take(&mut BytesMut::new(), 1 << 16));
+        assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
     }
 }

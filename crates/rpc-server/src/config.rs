@@ -10,7 +10,6 @@
 //! dispatch = "pool"                 # direct | pool
 //! max_connections = 10000
 //! max_in_flight_per_connection = 4096
-//! frame_memory_budget = 268435456   # bytes held by large request frames, all connections
 //! shutdown_grace_ms = 10000
 //!
 //! [pool]
@@ -19,6 +18,10 @@
 //! queue_size = 100000
 //! keep_alive_ms = 60000
 //! queue = "transfer"                # blocking | transfer
+//!
+//! [memory]
+//! frame_budget = 268435456          # bytes large request frames may hold, all connections together
+//! return_to_os = true               # glibc: map blocks ≥ 1 MiB on their own (process-wide)
 //!
 //! [transport]
 //! max_frame_size = 16777216
@@ -59,15 +62,8 @@ pub struct ServerConfig {
     /// Requests one connection may have in progress; beyond it the server stops
     /// reading that connection until one completes (TCP pushes back on the client).
     pub max_in_flight_per_connection: usize,
-    /// Bytes that large request frames (over `transport.read_buffer_max`) may
-    /// hold at once, across every connection (256 MiB). A connection whose
-    /// next large frame does not fit is not read until calls finish and give
-    /// their bytes back; TCP pushes back on its client meanwhile. Size it as
-    /// the large frames you want in progress at once × their size; a frame
-    /// larger than the whole budget waits until it has all of it. Answers are
-    /// not counted: a handler that answers as many bytes as it received
-    /// roughly doubles what a call holds.
-    pub frame_memory_budget: usize,
+    /// What large frames may hold, and whether freed memory goes back to the system.
+    pub memory: MemoryConfig,
     /// How long graceful shutdown waits for in-flight calls before closing anyway.
     #[serde(rename = "shutdown_grace_ms", with = "rpc_core::config::duration_ms")]
     pub shutdown_grace: Duration,
@@ -91,11 +87,42 @@ impl Default for ServerConfig {
             pool: PoolConfig::default(),
             max_connections: 10_000,
             max_in_flight_per_connection: 4096,
-            frame_memory_budget: 256 << 20,
+            memory: MemoryConfig::default(),
             shutdown_grace: Duration::from_secs(10),
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
             tls: None,
+        }
+    }
+}
+
+/// How much memory large frames may hold, and whether it goes back to the
+/// operating system once freed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Bytes that large request frames (over `transport.read_buffer_max`) may
+    /// hold at once, across every connection (256 MiB). A request holds its
+    /// share from the moment its body is read until its answer is written, so
+    /// an answer about as large as its request is covered too. A connection
+    /// whose next large frame does not fit is not read until calls finish and
+    /// give their share back; TCP pushes back on its client meanwhile. Size it
+    /// as the large calls you want in progress at once × their size; a frame
+    /// larger than the whole budget waits until it has all of it.
+    pub frame_budget: usize,
+    /// With glibc, map every block of 1 MiB or more on its own, so freed frames
+    /// leave the process at once instead of staying in the allocator's heaps
+    /// (true). This is a process-wide allocator setting, made at `start()`;
+    /// turn it off if the process tunes `malloc` itself. Other allocators
+    /// (jemalloc, mimalloc) and platforms ignore it.
+    pub return_to_os: bool,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            frame_budget: 256 << 20,
+            return_to_os: true,
         }
     }
 }
@@ -138,9 +165,9 @@ impl ServerConfig {
                 "must be at least 1",
             ));
         }
-        if self.frame_memory_budget == 0 {
+        if self.memory.frame_budget == 0 {
             return Err(RpcError::config(
-                "frame_memory_budget",
+                "memory.frame_budget",
                 "must be at least 1 byte (it bounds the bytes held by large request frames)",
             ));
         }

@@ -21,7 +21,7 @@
 //! `4 × max_batch_bytes` (a client that does not read its answers stalls only
 //! itself), while `max_in_flight_per_connection` calls are in progress
 //! (on this task and on the pool together), and while the server's
-//! `frame_memory_budget` has no room for its next large frame.
+//! `memory.frame_budget` has no room for its next large frame.
 //!
 //! A request over `max_frame_size` is answered `FrameTooLarge` from its header
 //! alone and its bytes are skipped: the other calls on the connection go on.
@@ -56,7 +56,7 @@ use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, Header, OutFrame};
 use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
-use rpc_transport::{CloseSignal, FrameReader, Inbound, IoCounters, TransportConfig};
+use rpc_transport::{CloseSignal, FrameReader, Inbound, IoCounters, Reserved, TransportConfig};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
@@ -177,7 +177,7 @@ async fn serve_halves<R, W>(
     let mut stopping = false;
     // A frame read by the `select!` below, handled at the top of the next turn
     // together with every frame already buffered behind it.
-    let mut next_frame: Option<Frame> = None;
+    let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
 
     // Created once and pinned, and polled only to register (see `StopWatch`).
     let closed = close.closed();
@@ -208,10 +208,10 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         while calls() < max_in_flight && outbox.has_room() {
-            let frame = match next_frame.take() {
-                Some(frame) => frame,
+            let (frame, reserved) = match next_frame.take() {
+                Some(next) => next,
                 None => match reader.try_next_buffered() {
-                    Ok(Some(Inbound::Frame(frame))) => frame,
+                    Ok(Some(Inbound::Frame(frame, reserved))) => (frame, reserved),
                     Ok(Some(Inbound::TooLarge { header, max })) => {
                         answer_too_large(&ctx, &peer, &header, max, &mut outbox);
                         continue;
@@ -230,7 +230,7 @@ async fn serve_halves<R, W>(
                 peer: peer_addr,
                 stopping,
             };
-            let Some((call, req)) = conn.on_frame(frame, clock, &mut outbox) else {
+            let Some((call, req)) = conn.on_frame(frame, reserved, clock, &mut outbox) else {
                 continue;
             };
             // Poll the handler once right here: most finish at once (no I/O),
@@ -281,7 +281,7 @@ async fn serve_halves<R, W>(
                 }
             }
             next = reader.next(), if can_read => match next {
-                Ok(Some(Inbound::Frame(frame))) => next_frame = Some(frame),
+                Ok(Some(Inbound::Frame(frame, reserved))) => next_frame = Some((frame, reserved)),
                 Ok(Some(Inbound::TooLarge { header, max })) => {
                     answer_too_large(&ctx, &peer, &header, max, &mut outbox);
                 }
@@ -516,6 +516,9 @@ const ANSWER_YIELDS: u32 = 2;
 struct Outbox<W> {
     io: W,
     buf: BytesMut,
+    /// The frame budget of the large requests whose answers are in `buf`,
+    /// given back once `buf` is written out.
+    held: Vec<Reserved>,
     /// Bytes at the front of `buf` already written.
     written: usize,
     max_frame: usize,
@@ -529,6 +532,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             io,
             // Empty until the first answer: an idle connection costs nothing here.
             buf: BytesMut::new(),
+            held: Vec::new(),
             written: 0,
             max_frame: transport.max_frame_size,
             max_batch: transport.max_batch_bytes.max(1),
@@ -541,6 +545,14 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         encode_answer(&mut self.buf, &frame, self.max_frame);
     }
 
+    /// Holds a large request's budget until the answers now in the outbox
+    /// are written.
+    fn hold(&mut self, reserved: Option<Reserved>) {
+        if let Some(reserved) = reserved {
+            self.held.push(reserved);
+        }
+    }
+
     /// Moves the answers the worker pool has encoded so far to the end of the
     /// outbox (when the outbox is empty, the two buffers trade places).
     fn take_pooled(&mut self, pooled: &PoolAnswers) {
@@ -548,7 +560,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             self.buf.clear();
             self.written = 0;
         }
-        pooled.take(&mut self.buf, 4 * self.max_batch);
+        pooled.take(&mut self.buf, &mut self.held, 4 * self.max_batch);
     }
 
     fn is_empty(&self) -> bool {
@@ -588,6 +600,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             self.buf.clear();
         }
         self.written = 0;
+        self.held.clear();
         Poll::Ready(Ok(()))
     }
 
@@ -625,6 +638,8 @@ struct DirectCall<'a> {
     id: u64,
     serializer: u8,
     started: Instant,
+    /// A large request's share of the frame budget, held until its answer is written.
+    reserved: Option<Reserved>,
 }
 
 impl DirectCall<'_> {
@@ -638,6 +653,7 @@ impl DirectCall<'_> {
     ) {
         let result = finish_call(ctx, self.route, elapsed, outcome);
         outbox.push(answer_frame(self.id, self.serializer, result));
+        outbox.hold(self.reserved);
     }
 }
 
@@ -667,6 +683,7 @@ impl<'a> Conn<'a> {
     fn on_frame<W: AsyncWrite + Unpin>(
         &self,
         frame: Frame,
+        reserved: Option<Reserved>,
         received: Instant,
         answers: &mut Outbox<W>,
     ) -> Option<(DirectCall<'a>, RpcRequest)> {
@@ -728,7 +745,7 @@ impl<'a> Conn<'a> {
                     route: route.clone(),
                     req,
                     received,
-                    reply: Reply::Frame(pooled.reserve(id, raw_ser)),
+                    reply: Reply::Frame(pooled.reserve(id, raw_ser, reserved)),
                 };
                 if let Err(busy) = job.submit(pool, self.ctx, route) {
                     answers.push(OutFrame::error(id, raw_ser, &busy));
@@ -741,6 +758,7 @@ impl<'a> Conn<'a> {
                     id,
                     serializer: raw_ser,
                     started: received,
+                    reserved,
                 },
                 req,
             )),

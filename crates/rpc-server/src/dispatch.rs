@@ -49,7 +49,7 @@ pub(crate) struct ServerCtx {
     pub stats: Arc<ServerStats>,
     pub metrics: Metrics,
     /// Bytes that large request frames may hold at once, across connections
-    /// (`frame_memory_budget`).
+    /// (`memory.frame_budget`).
     pub frame_budget: rpc_transport::FrameBudget,
 }
 

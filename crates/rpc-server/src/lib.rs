@@ -38,7 +38,7 @@ pub mod router;
 pub mod server;
 pub mod stats;
 
-pub use config::ServerConfig;
+pub use config::{MemoryConfig, ServerConfig};
 pub use metrics::Metrics;
 pub use pool::{PoolConfig, QueueKind, WorkerPool};
 pub use router::Router;

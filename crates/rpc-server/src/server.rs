@@ -175,7 +175,10 @@ impl ServerBuilder {
         };
         let services: Vec<&'static str> = self.router.service_names().collect();
         let metrics = Metrics::for_router(&self.router);
-        let frame_budget = rpc_transport::FrameBudget::new(self.config.frame_memory_budget);
+        let frame_budget = rpc_transport::FrameBudget::new(self.config.memory.frame_budget);
+        if self.config.memory.return_to_os {
+            rpc_transport::allocator::mmap_large_blocks();
+        }
         let ctx = Arc::new(ServerCtx {
             metrics,
             router: self.router,

@@ -38,7 +38,7 @@ pub struct TransportConfig {
     pub read_buffer_min: usize,
     /// Largest read size it grows to. A frame bigger than this is read into an
     /// allocation of its own, sized exactly and freed with the frame (and, on a
-    /// server, reserved from its `frame_memory_budget`).
+    /// server, reserved from its `memory.frame_budget`).
     pub read_buffer_max: usize,
     /// Set TCP_NODELAY (the writer batches, so Nagle only adds latency).
     pub nodelay: bool,

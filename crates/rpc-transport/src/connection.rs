@@ -486,7 +486,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             _ = &mut closed => break,
         };
         match next {
-            Ok(Some(Inbound::Frame(frame))) => {
+            Ok(Some(Inbound::Frame(frame, _))) => {
                 let id = frame.header.request_id;
                 match frame.header.kind {
                     FrameKind::Response => {

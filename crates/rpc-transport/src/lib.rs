@@ -23,6 +23,7 @@
 //! It knows nothing of services, handlers, pools or load balancing: `rpc-server`
 //! and `rpc-client` build those on top.
 
+pub mod allocator;
 pub mod budget;
 pub mod close;
 pub mod config;
@@ -35,7 +36,7 @@ pub mod reader;
 pub mod tls;
 pub mod writer;
 
-pub use budget::FrameBudget;
+pub use budget::{FrameBudget, Reserved};
 pub use close::CloseSignal;
 pub use config::{IoCounters, TransportConfig};
 pub use connection::{connect, Connection, PendingCall, Started, WriteWait};

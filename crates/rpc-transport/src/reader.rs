@@ -17,10 +17,13 @@
 //!   staying behind as the connection's read buffer for as long as the
 //!   connection lives. With a [`FrameBudget`], the reader reserves the frame's
 //!   size before it reads the body, and waits (not reading, so TCP pushes back)
-//!   while the budget is spent.
+//!   while the budget is spent; the reservation comes out with the frame, for
+//!   the caller to hold as long as the call holds memory for it.
 //! - **An idle connection holds almost nothing.** When nothing arrives for
 //!   [`IDLE_RELEASE`] while the read buffer holds more than [`IDLE_KEEP`]
-//!   bytes, the buffer is let go and starts small again.
+//!   bytes, or after large frames, the buffer is let go and starts small
+//!   again, and (after large frames) the allocator is asked to return freed
+//!   memory to the system (see [`allocator`](crate::allocator)).
 //! - **Any byte received is activity** (for the idle timeout), not only a
 //!   complete frame: a large frame that takes longer than the idle timeout to
 //!   arrive is not mistaken for a dead peer.
@@ -54,8 +57,11 @@ pub const IDLE_KEEP: usize = 64 << 10;
 /// What the reader found on the stream.
 #[derive(Debug)]
 pub enum Inbound {
-    /// A complete frame.
-    Frame(Frame),
+    /// A complete frame, and for a large frame read under a [`FrameBudget`]
+    /// its share of the budget: hold it as long as the call holds memory for
+    /// this frame (a server holds it until the call's answer is written, so
+    /// the answer is paid for by the request).
+    Frame(Frame, Option<Reserved>),
     /// A valid header announcing more than `max` bytes. Nothing was
     /// allocated for it; the reader discards its bytes as they arrive, and the
     /// frames after it are read as usual.
@@ -86,30 +92,10 @@ struct LargeFrame {
     reserved: Option<Reserved>,
 }
 
-/// The budget and the memory a large frame's bytes live in, as one owner of
-/// the frame's `Bytes`: both go when the last slice of the frame is dropped.
-struct BudgetedBytes {
-    bytes: bytes::Bytes,
-    _reserved: Reserved,
-}
-
-impl AsRef<[u8]> for BudgetedBytes {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
 impl LargeFrame {
-    fn finish(self) -> Result<Frame, RpcError> {
-        let bytes = self.buf.freeze();
-        let bytes = match self.reserved {
-            Some(reserved) => bytes::Bytes::from_owner(BudgetedBytes {
-                bytes,
-                _reserved: reserved,
-            }),
-            None => bytes,
-        };
-        Frame::from_bytes(self.header, bytes)
+    fn finish(self) -> Result<Inbound, RpcError> {
+        let frame = Frame::from_bytes(self.header, self.buf.freeze())?;
+        Ok(Inbound::Frame(frame, self.reserved))
     }
 }
 
@@ -138,6 +124,8 @@ pub struct FrameReader<R> {
     /// so the reader keeps its place in the queue.
     reserving: Option<Reserving>,
     idle: Option<IdleRelease>,
+    /// A large frame was read since the connection was last idle.
+    had_large: bool,
     bytes_read: u64,
     counters: Option<Arc<IoCounters>>,
     activity: Option<Arc<Activity>>,
@@ -167,6 +155,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             budget: None,
             reserving: None,
             idle: None,
+            had_large: false,
             bytes_read: 0,
             counters: None,
             activity: None,
@@ -222,7 +211,8 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 self.large = Some(large);
                 return Ok(None);
             }
-            return large.finish().map(|f| Some(Inbound::Frame(f)));
+            self.had_large = true;
+            return large.finish().map(Some);
         }
         let Some(header) = read_header(self.buf.buffer())? else {
             return Ok(None);
@@ -241,7 +231,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             return Ok(None);
         }
         let bytes = buf.split_to(total).freeze();
-        Frame::from_bytes(header, bytes).map(|f| Some(Inbound::Frame(f)))
+        Frame::from_bytes(header, bytes).map(|f| Some(Inbound::Frame(f, None)))
     }
 
     /// One read into the right place; false on end of stream between frames.
@@ -318,7 +308,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             (0, Some(header)) => Some(header.frame_len() as usize),
             _ => None,
         };
-        let watch_idle = self.buf.is_empty() && self.buf.held() > IDLE_KEEP;
+        let watch_idle = self.buf.is_empty() && (self.had_large || self.buf.held() > IDLE_KEEP);
         if !watch_idle {
             self.idle = None;
             let dst = self.buf.prepare(frame_len);
@@ -343,6 +333,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 if idle.read_at_arm == bytes_read {
                     self.buf.release();
                     self.idle = None;
+                    if std::mem::take(&mut self.had_large) {
+                        crate::allocator::release_freed();
+                    }
                 } else {
                     idle.read_at_arm = bytes_read;
                     let at = tokio::time::Instant::now() + IDLE_RELEASE;
@@ -381,7 +374,14 @@ mod tests {
 
     fn frame(inbound: Option<Inbound>) -> Frame {
         match inbound {
-            Some(Inbound::Frame(f)) => f,
+            Some(Inbound::Frame(f, _)) => f,
+            other => panic!("expected a frame, got {other:?}"),
+        }
+    }
+
+    fn frame_and_reservation(inbound: Option<Inbound>) -> (Frame, Option<Reserved>) {
+        match inbound {
+            Some(Inbound::Frame(f, r)) => (f, r),
             other => panic!("expected a frame, got {other:?}"),
         }
     }
@@ -432,7 +432,8 @@ mod tests {
             // Keep the stream open.
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
-        let big = frame(reader.next().await.unwrap());
+        let (big, reserved) = frame_and_reservation(reader.next().await.unwrap());
+        assert!(reserved.is_some());
         assert_eq!(big.body.len(), 300_000);
         assert!(
             budget.available() <= (1 << 20) - 300_000,
@@ -446,7 +447,12 @@ mod tests {
             reader.buffer_capacity()
         );
         drop(big);
-        assert_eq!(budget.available(), 1 << 20, "given back with the frame");
+        drop(reserved);
+        assert_eq!(
+            budget.available(),
+            1 << 20,
+            "given back with the reservation"
+        );
     }
 
     #[tokio::test]
@@ -460,7 +466,7 @@ mod tests {
             tx.write_all(&bytes).await.unwrap();
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
-        let first = frame(reader.next().await.unwrap());
+        let first = frame_and_reservation(reader.next().await.unwrap());
         // The second does not fit beside the first: next() waits, and a
         // cancelled wait loses nothing.
         for _ in 0..3 {
