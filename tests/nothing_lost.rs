@@ -67,7 +67,7 @@ async fn an_over_size_request_fails_alone_and_its_neighbours_are_answered_once()
                 .await,
                 "{name}: the ten slow calls are running"
             );
-            let big = calc.echo(vec![7u8; 16 * MIB + 1]).await;
+            let big = calc.blob(vec![7u8; 16 * MIB + 1].into()).await;
             match &big {
                 Err(RpcError::FrameTooLarge { size, max }) => {
                     assert_eq!(*max, 16 * MIB as u64, "{name}: names the server's limit");
@@ -265,7 +265,7 @@ async fn requests_that_never_left_are_retried_and_run_once() {
         let calls: Vec<_> = (0..24)
             .map(|_| {
                 let calc = calc.clone();
-                tokio::spawn(async move { calc.echo(vec![3u8; 2 * MIB]).await })
+                tokio::spawn(async move { calc.blob(vec![3u8; 2 * MIB].into()).await })
             })
             .collect();
         // Let the calls to the bad peer pile up, then close it.

@@ -15,6 +15,8 @@ brisk::service! {
     pub trait Calc {
         async fn add(a: i64, b: i64) -> i64;
         async fn echo(data: Vec<u8>) -> Vec<u8>;
+        /// `echo` for large payloads: bytes that decode without a copy.
+        async fn blob(data: brisk::Payload) -> brisk::Payload;
         async fn sleep_ms(ms: u64) -> u64;
         async fn fail(message: String);
         async fn panic_now();
@@ -81,6 +83,10 @@ impl Calc for Arc<CalcImpl> {
         Ok(a + b)
     }
     async fn echo(&self, data: Vec<u8>) -> Result<Vec<u8>, RpcError> {
+        self.echoed.fetch_add(1, Ordering::Relaxed);
+        Ok(data)
+    }
+    async fn blob(&self, data: brisk::Payload) -> Result<brisk::Payload, RpcError> {
         self.echoed.fetch_add(1, Ordering::Relaxed);
         Ok(data)
     }
