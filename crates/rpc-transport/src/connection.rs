@@ -14,6 +14,13 @@
 //! records why and the reader fails every pending call at once with that reason. A call that registers while
 //! the connection is closing sees the signal right after registering and fails
 //! too, so no call can be left pending forever.
+//!
+//! Request ids start at 1, so id 0 never names a call: a response with id 0 and
+//! an error status is the server speaking about the whole connection (it
+//! refused it at a connection limit, say) just before it closes it. The reader
+//! closes the connection with that error ([`CloseSignal::close_with`]), and every
+//! call pending on it, or started on it afterwards, fails with that error —
+//! `TooManyConnections`, not a `ConnectionClosed` that looks like a crash.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -22,7 +29,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rpc_codec::{Frame, FrameKind, OutFrame};
+use rpc_codec::{Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
 use rpc_core::{RpcError, WriteMode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -470,6 +477,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 activity.bump();
                 let id = frame.header.request_id;
                 match frame.header.kind {
+                    FrameKind::Response
+                        if id == CONNECTION_REQUEST_ID && frame.status() != Status::Ok =>
+                    {
+                        let error = frame.status().decode_error(&frame.body, "", "");
+                        warn!(peer = %shared.peer, %error, "the server closed the connection with an error");
+                        close.close_with(error);
+                        break;
+                    }
                     FrameKind::Response => {
                         if !shared.pending.complete(id, Ok(frame)) {
                             debug!(peer = %shared.peer, request_id = id,
