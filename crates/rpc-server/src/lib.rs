@@ -1,7 +1,9 @@
 //! # rpc-server: accepting connections and running handlers
 //!
 //! This crate owns the server side of brisk: the accept loop and its connection
-//! limit, one task per connection that reads request frames, the [`Router`] from
+//! limits (`max_connections` with eviction of the connection longest without a
+//! call, `max_connections_per_ip`; a refused client is told `TooManyConnections`),
+//! one task per connection that reads request frames, the [`Router`] from
 //! service name to [`ServiceHandler`](rpc_core::ServiceHandler), the two dispatch
 //! modes — `direct` (the handler runs on the connection's I/O task) and `pool`
 //! (the Tomcat-style [`WorkerPool`] of OS threads, with a `blocking` or
@@ -26,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod answers;
 pub mod config;
 mod connection;
@@ -33,6 +36,7 @@ mod dispatch;
 pub mod http;
 pub mod metrics;
 pub mod pool;
+mod refusal;
 mod registration;
 pub mod router;
 pub mod server;

@@ -23,10 +23,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::admission::{Admission, Admit};
 use crate::connection::serve_connection;
 use crate::dispatch::ServerCtx;
 use crate::metrics::Metrics;
 use crate::pool::{PoolStats, WorkerPool};
+use crate::refusal::Refusals;
 use crate::router::Router;
 use crate::stats::{ServerStats, StatsSnapshot};
 use crate::ServerConfig;
@@ -223,12 +225,21 @@ impl ServerBuilder {
     }
 }
 
+/// Accepts connections until the server stops, admitting each through the
+/// connection limits (see `admission`): an admitted connection gets its own
+/// task, a refused one a short task that tells it why (see `refusal`).
 async fn accept_loop(
     listener: TcpListener,
     ctx: Arc<ServerCtx>,
     tracker: TaskTracker,
     #[cfg(feature = "tls")] tls: Option<rpc_transport::tls::TlsAcceptor>,
 ) {
+    let admission = Arc::new(Admission::new(&ctx.config, ctx.stats.clone()));
+    let refusals = Refusals::new(
+        ctx.force_close.clone(),
+        #[cfg(feature = "tls")]
+        tls.clone(),
+    );
     let mut backoff = Duration::from_millis(1);
     loop {
         let accepted = tokio::select! {
@@ -242,16 +253,14 @@ async fn accept_loop(
                 ctx.stats
                     .accepted_connections
                     .fetch_add(1, Ordering::Relaxed);
-                let open = ctx.stats.open_connections.fetch_add(1, Ordering::Relaxed);
-                if open >= ctx.config.max_connections {
-                    ctx.stats.open_connections.fetch_sub(1, Ordering::Relaxed);
-                    ctx.stats
-                        .refused_connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    warn!(%peer, max = ctx.config.max_connections, "max_connections reached: connection closed");
-                    drop(stream);
-                    continue;
-                }
+                let ticket = match admission.admit(peer.ip(), Instant::now()) {
+                    Admit::Accepted(ticket) => ticket,
+                    Admit::Refused(error) => {
+                        warn!(%peer, %error, "connection refused");
+                        refusals.refuse(stream, peer, error);
+                        continue;
+                    }
+                };
                 #[cfg(feature = "tls")]
                 if let Some(acceptor) = &tls {
                     tracker.spawn(crate::connection::serve_tls_connection(
@@ -259,10 +268,11 @@ async fn accept_loop(
                         peer,
                         ctx.clone(),
                         acceptor.clone(),
+                        ticket,
                     ));
                     continue;
                 }
-                tracker.spawn(serve_connection(stream, peer, ctx.clone()));
+                tracker.spawn(serve_connection(stream, peer, ctx.clone(), ticket));
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
