@@ -24,7 +24,8 @@
 //!     .start()
 //!     .await?;
 //! println!("listening on {}", server.local_addr());
-//! server.shutdown().await;
+//! // Until SIGINT or SIGTERM, then a graceful shutdown.
+//! server.shutdown_on_signals().await;
 //! # Ok(()) }
 //! ```
 
@@ -40,6 +41,7 @@ mod refusal;
 mod registration;
 pub mod router;
 pub mod server;
+pub mod signals;
 pub mod stats;
 
 pub use config::ServerConfig;
@@ -47,4 +49,5 @@ pub use metrics::Metrics;
 pub use pool::{PoolConfig, QueueKind, WorkerPool};
 pub use router::Router;
 pub use server::{Server, ServerBuilder, ServerHandle, ShutdownReport};
+pub use signals::{StopSignal, StopSignals};
 pub use stats::ServerStats;

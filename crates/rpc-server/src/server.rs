@@ -4,7 +4,9 @@
 //! loop on the current tokio runtime and returns a [`ServerHandle`]. The handle
 //! owns the server: [`ServerHandle::shutdown`] stops accepting, lets in-flight
 //! calls finish (bounded by `shutdown_grace`), flushes their answers and closes;
-//! dropping the handle without calling it closes everything at once.
+//! dropping the handle without calling it closes everything at once;
+//! [`ServerHandle::shutdown_on_signals`] runs that graceful shutdown when the
+//! process gets SIGINT or SIGTERM.
 //!
 //! With a registry (`ServerBuilder::registry`, or `registry` in the config)
 //! `start()` also registers every service, and the handle keeps the
@@ -30,6 +32,7 @@ use crate::metrics::Metrics;
 use crate::pool::{PoolStats, WorkerPool};
 use crate::refusal::Refusals;
 use crate::router::Router;
+use crate::signals::StopSignals;
 use crate::stats::{ServerStats, StatsSnapshot};
 use crate::ServerConfig;
 
@@ -353,6 +356,17 @@ impl ServerHandle {
     /// `shutdown_grace` for in-flight calls and their answers, then closes.
     pub async fn shutdown(mut self) -> ShutdownReport {
         self.shutdown_inner().await
+    }
+
+    /// Serves until the process gets SIGINT (Ctrl-C) or SIGTERM (Ctrl-C only
+    /// on non-unix systems), then shuts down gracefully as
+    /// [`shutdown`](Self::shutdown) does and returns its report. The handlers
+    /// are registered when this is first polled (see [`StopSignals`] to
+    /// register them earlier, or to wait on more than signals).
+    pub async fn shutdown_on_signals(self) -> ShutdownReport {
+        let signal = StopSignals::install().wait().await;
+        info!(addr = %self.local_addr, %signal, "stop signal received: shutting down gracefully");
+        self.shutdown().await
     }
 
     async fn shutdown_inner(&mut self) -> ShutdownReport {
