@@ -1,4 +1,5 @@
 //! A brisk server in a dozen lines: `cargo run --example hello_server`.
+//! Stops gracefully on Ctrl-C or SIGTERM (`ServerHandle::shutdown_on_signals`).
 
 #[path = "support/hello.rs"]
 mod hello;
@@ -23,10 +24,18 @@ async fn main() -> Result<(), RpcError> {
         .start()
         .await?;
     println!(
-        "hello_server listening on {} (Ctrl-C to stop)",
+        "hello_server listening on {} (Ctrl-C or SIGTERM to stop)",
         server.local_addr()
     );
-    let _ = tokio::signal::ctrl_c().await;
-    server.shutdown().await;
+    let report = server.shutdown_on_signals().await;
+    println!(
+        "hello_server stopped ({} in {:?})",
+        if report.drained {
+            "every call answered"
+        } else {
+            "grace period over"
+        },
+        report.elapsed
+    );
     Ok(())
 }

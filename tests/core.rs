@@ -397,7 +397,8 @@ async fn garbage_and_oversize_frames_close_only_that_connection() {
         garbage.write_all(&noise).await.unwrap();
         assert!(closed_by_server(&mut garbage, Duration::from_secs(5)).await);
 
-        // A valid header announcing a 3 GiB body: rejected from the header alone.
+        // A valid header announcing a 3 GiB body: answered `FrameTooLarge` from
+        // the header alone (its bytes would be skipped); the connection stays.
         let mut huge = TcpStream::connect(server.local_addr()).await.unwrap();
         let mut buf = BytesMut::new();
         OutFrame::request(1, 1, "Calc", "add", Bytes::new())
@@ -405,7 +406,10 @@ async fn garbage_and_oversize_frames_close_only_that_connection() {
             .unwrap();
         buf[24..28].copy_from_slice(&(3u32 << 30).to_be_bytes());
         huge.write_all(&buf).await.unwrap();
-        assert!(closed_by_server(&mut huge, Duration::from_secs(5)).await);
+        assert_eq!(
+            raw_answer_status(&mut huge, 1, Duration::from_secs(5)).await,
+            Some(Status::FrameTooLarge)
+        );
 
         // Others keep working.
         assert_eq!(calc.add(20, 22).await.unwrap(), 42);
@@ -640,13 +644,22 @@ async fn oversize_requests_and_answers_are_errors_not_hangs() {
         config.transport.max_frame_size = 64 * 1024;
         let (server, _) = start(config).await;
         let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
-        // The client's own limit is 16 MiB, the server's 64 KiB: the server refuses the
-        // request frame from its header and closes that connection; the call fails fast.
+        // The client's own limit is 16 MiB, the server's 64 KiB: the server answers the
+        // request `FrameTooLarge` from its header and skips its bytes; the call fails
+        // fast and the connection goes on.
         let started = Instant::now();
         let err = calc.echo(vec![7u8; 100 * 1024]).await.unwrap_err();
-        assert!(err.is_transport(), "{err:?}");
+        assert!(
+            matches!(err, RpcError::FrameTooLarge { max: 65536, .. }),
+            "{err:?}"
+        );
         assert!(started.elapsed() < Duration::from_secs(4));
-        assert_eq!(calc.add(1, 2).await.unwrap(), 3, "reconnected");
+        assert_eq!(calc.add(1, 2).await.unwrap(), 3, "same connection");
+        assert_eq!(
+            server.stats().accepted_connections,
+            3,
+            "no reconnect: the 3 connections made at build"
+        );
 
         // A client with a small limit refuses to send an oversize request.
         let small = CalcClient::new(

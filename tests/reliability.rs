@@ -335,12 +335,18 @@ async fn bad_peers_are_closed_and_cost_bounded_memory_while_a_good_client_is_ser
         garbage.write_all(&noise).await.unwrap();
         assert!(closed_by_server(&mut garbage, Duration::from_secs(1)).await);
 
-        // A header announcing 3 GiB (over max_frame_size): closed from the header.
+        // A header announcing 3 GiB (over max_frame_size): answered FrameTooLarge
+        // from the header (nothing allocated; its bytes would be skipped), then
+        // left to the idle timeout like the other stalled peers.
         let mut huge = TcpStream::connect(addr).await.unwrap();
         let mut frame = request_frame();
         frame[24..28].copy_from_slice(&(3u32 << 30).to_be_bytes());
         huge.write_all(&frame).await.unwrap();
-        assert!(closed_by_server(&mut huge, Duration::from_secs(1)).await);
+        let huge_id = u64::from_be_bytes(frame[8..16].try_into().unwrap());
+        assert_eq!(
+            raw_answer_status(&mut huge, huge_id, Duration::from_secs(1)).await,
+            Some(brisk::codec::Status::FrameTooLarge)
+        );
 
         // A header announcing 200 MiB (under the limit), then nothing more.
         let mut big_stall = TcpStream::connect(addr).await.unwrap();

@@ -610,3 +610,81 @@ async fn with_tls12_a_client_without_a_certificate_fails_at_connect() {
     })
     .await;
 }
+
+/// Polls `cond` every few ms until it holds or `within` passes.
+async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cond()
+}
+
+/// True when `e` is `TooManyConnections` at `limit` = `max`, as a refusal.
+fn is_too_many(e: &RpcError, limit: &str, max: u64) -> bool {
+    matches!(e, RpcError::TooManyConnections { limit: l, max: m, evicted: false } if l == limit && *m == max)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_connections_are_refused_and_evicted_with_too_many_connections() {
+    bounded(30, async {
+        let pki = new_pki();
+        // Over max_connections_per_ip: the refusal is sent over TLS.
+        let mut config = tls_server_config(&pki, Dispatch::Direct, QueueKind::Transfer);
+        config.max_connections_per_ip = Some(1);
+        let (server, _) = start(config).await;
+        let mut client_config = tls_client_config(&pki, server.local_addr(), ConnectType::Fixed);
+        client_config.connections = 1;
+        let build = |c: ClientConfig| async move {
+            Client::builder()
+                .config(c)
+                .build()
+                .await
+                .expect("TLS connect")
+        };
+        let first = CalcClient::new(build(client_config.clone()).await);
+        assert_eq!(first.add(1, 2).await.unwrap(), 3);
+        let second = CalcClient::new(build(client_config.clone()).await);
+        let e = second
+            .add(1, 1)
+            .await
+            .expect_err("over the per-address cap");
+        assert!(is_too_many(&e, "max_connections_per_ip", 1), "{e:?}");
+        assert_eq!(
+            first.add(2, 2).await.unwrap(),
+            4,
+            "the admitted one is served"
+        );
+        server.shutdown().await;
+
+        // At max_connections = 1: a TLS connection idle for over a second is
+        // evicted for a newcomer; the newcomer, calling, is then kept.
+        let mut config = tls_server_config(&pki, Dispatch::Direct, QueueKind::Transfer);
+        config.max_connections = 1;
+        let (server, _) = start(config).await;
+        client_config.addr = server.local_addr().to_string();
+        let idle_client = build(client_config.clone()).await;
+        let idle = CalcClient::new(idle_client.clone());
+        assert_eq!(idle.add(1, 1).await.unwrap(), 2);
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let newcomer = CalcClient::new(build(client_config.clone()).await);
+        assert_eq!(newcomer.add(2, 3).await.expect("let in by eviction"), 5);
+        assert!(
+            wait_until(Duration::from_secs(3), || idle_client.open_connections()
+                == 0)
+            .await,
+            "the evicted TLS connection is closed"
+        );
+        assert_eq!(server.stats().evicted_connections, 1);
+        // The evicted client reconnects on its next call; the newcomer has just
+        // called, so it is the one refused now.
+        let e = idle.add(1, 1).await.expect_err("no room");
+        assert!(is_too_many(&e, "max_connections", 1), "{e:?}");
+        assert_eq!(newcomer.add(3, 3).await.unwrap(), 6);
+        server.shutdown().await;
+    })
+    .await;
+}

@@ -152,3 +152,33 @@ pub async fn bounded<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
         .await
         .expect("test exceeded its time bound");
 }
+
+/// Reads frames from a raw peer's socket until one answers `request_id`
+/// (bounded by `within`); its status, or `None` when the socket closed or
+/// nothing came in time.
+pub async fn raw_answer_status(
+    raw: &mut tokio::net::TcpStream,
+    request_id: u64,
+    within: Duration,
+) -> Option<brisk::codec::Status> {
+    use tokio::io::AsyncReadExt;
+    use tokio_util::codec::Decoder;
+    let mut codec = brisk::codec::FrameCodec::new(1 << 20);
+    let mut buf = bytes::BytesMut::new();
+    tokio::time::timeout(within, async {
+        loop {
+            while let Ok(Some(frame)) = codec.decode(&mut buf) {
+                if frame.header.request_id == request_id {
+                    return Some(frame.status());
+                }
+            }
+            match raw.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .ok()
+    .flatten()
+}

@@ -44,7 +44,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use brisk::server::stats::StatsSnapshot;
-use brisk::server::ShutdownReport;
+use brisk::server::{ShutdownReport, StopSignal, StopSignals};
 use brisk::{Dispatch, QueueKind, RpcError, Server, ServerConfig, ServerHandle};
 use tracing::{info, warn};
 
@@ -546,7 +546,7 @@ fn shutdown_text(cause: ShutdownCause, report: &ShutdownReport, stats: &StatsSna
         "brisk benchmark server stopped ({cause})\n  \
          drained          {} in {} ms\n  \
          requests         {} ({} errors, {} rejected as busy)\n  \
-         connections      {} accepted, {} refused",
+         connections      {} accepted, {} refused, {} evicted",
         if report.drained {
             "all in-flight calls"
         } else {
@@ -558,16 +558,16 @@ fn shutdown_text(cause: ShutdownCause, report: &ShutdownReport, stats: &StatsSna
         stats.busy_rejections,
         stats.accepted_connections,
         stats.refused_connections,
+        stats.evicted_connections,
     )
 }
 
-/// The process signals [`run`] stops on, registered up front so that a signal arriving right
-/// after the `LISTENING` line is already handled gracefully.
+/// What [`run`] stops on: SIGINT or SIGTERM (brisk's [`StopSignals`], the same handlers
+/// `ServerHandle::shutdown_on_signals` uses), registered up front so that a signal arriving
+/// right after the `LISTENING` line is already handled gracefully, and optionally the end of
+/// stdin.
 struct ShutdownSignals {
-    #[cfg(unix)]
-    interrupt: Option<tokio::signal::unix::Signal>,
-    #[cfg(unix)]
-    terminate: Option<tokio::signal::unix::Signal>,
+    signals: StopSignals,
     stdin_eof: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
@@ -575,16 +575,6 @@ impl ShutdownSignals {
     /// Registers the handlers (inside a runtime); with `watch_stdin`, starts a thread that reads
     /// stdin to EOF.
     fn install(watch_stdin: bool) -> ShutdownSignals {
-        #[cfg(unix)]
-        let register = |kind: tokio::signal::unix::SignalKind, name: &str| {
-            match tokio::signal::unix::signal(kind) {
-                Ok(signal) => Some(signal),
-                Err(e) => {
-                    warn!(error = %e, "cannot handle {name}; it will kill the server without a graceful shutdown");
-                    None
-                }
-            }
-        };
         let stdin_eof = watch_stdin.then(|| {
             let (tx, rx) = tokio::sync::oneshot::channel();
             // A plain thread, not tokio's stdin: a blocking read would keep the runtime from
@@ -607,10 +597,7 @@ impl ShutdownSignals {
             rx
         });
         ShutdownSignals {
-            #[cfg(unix)]
-            interrupt: register(tokio::signal::unix::SignalKind::interrupt(), "SIGINT"),
-            #[cfg(unix)]
-            terminate: register(tokio::signal::unix::SignalKind::terminate(), "SIGTERM"),
+            signals: StopSignals::install(),
             stdin_eof,
         }
     }
@@ -626,42 +613,12 @@ impl ShutdownSignals {
                 None => std::future::pending().await,
             }
         };
-        #[cfg(unix)]
-        {
-            let interrupt = async {
-                match self.interrupt.as_mut() {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            let terminate = async {
-                match self.terminate.as_mut() {
-                    Some(s) => {
-                        s.recv().await;
-                    }
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = interrupt => ShutdownCause::Interrupt,
-                _ = terminate => ShutdownCause::Terminate,
-                _ = stdin => ShutdownCause::StdinEof,
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => {
-                    if let Err(e) = r {
-                        warn!(error = %e, "cannot handle Ctrl-C");
-                        std::future::pending::<()>().await;
-                    }
-                    ShutdownCause::Interrupt
-                }
-                _ = stdin => ShutdownCause::StdinEof,
-            }
+        tokio::select! {
+            signal = self.signals.wait() => match signal {
+                StopSignal::Interrupt => ShutdownCause::Interrupt,
+                StopSignal::Terminate => ShutdownCause::Terminate,
+            },
+            _ = stdin => ShutdownCause::StdinEof,
         }
     }
 }

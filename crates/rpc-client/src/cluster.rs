@@ -492,6 +492,8 @@ async fn follow(
 
 /// True for a failure that says something about the server rather than the
 /// call: it marks the endpoint down and the call may be retried elsewhere.
+/// Among them, the answers that prove the server did not run the call
+/// ([`RpcError::server_did_not_run`]: shutting down, too many connections).
 pub(crate) fn is_server_failure(e: &RpcError) -> bool {
-    e.is_transport() || matches!(e, RpcError::ShuttingDown)
+    e.is_transport() || e.server_did_not_run()
 }

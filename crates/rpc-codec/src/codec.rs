@@ -240,6 +240,16 @@ mod tests {
             RpcError::UnknownSerializer(9),
             RpcError::ShuttingDown,
             RpcError::Unauthenticated("no token".into()),
+            RpcError::TooManyConnections {
+                limit: "max_connections_per_ip".into(),
+                max: 8,
+                evicted: false,
+            },
+            RpcError::TooManyConnections {
+                limit: "max_connections".into(),
+                max: 64,
+                evicted: true,
+            },
         ];
         for e in cases {
             let f = OutFrame::error(5, 1, &e);

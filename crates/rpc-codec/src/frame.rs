@@ -22,6 +22,11 @@ pub const VERSION: u8 = 1;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 28;
 
+/// The request id of a response about the whole connection, not one call (a
+/// connection-level error the server sends just before it closes, such as
+/// [`Status::TooManyConnections`]). Clients number their calls from 1.
+pub const CONNECTION_REQUEST_ID: u64 = 0;
+
 /// Flag bit: the caller expects no response.
 pub const FLAG_ONE_WAY: u8 = 0b0000_0001;
 
@@ -74,6 +79,10 @@ pub enum Status {
     ShuttingDown = 8,
     Unauthenticated = 9,
     FrameTooLarge = 10,
+    /// A connection limit was reached; the body names it (`limit/max/evicted`).
+    /// Sent with request id 0 it concerns the whole connection, which the
+    /// server then closes (see `RpcError::TooManyConnections`).
+    TooManyConnections = 11,
     /// Any status byte this version does not know.
     Internal = 255,
 }
@@ -93,6 +102,7 @@ impl Status {
             8 => Status::ShuttingDown,
             9 => Status::Unauthenticated,
             10 => Status::FrameTooLarge,
+            11 => Status::TooManyConnections,
             _ => Status::Internal,
         }
     }
@@ -114,6 +124,17 @@ impl Status {
             RpcError::FrameTooLarge { size, max } => {
                 (Status::FrameTooLarge, format!("{size}/{max}"))
             }
+            RpcError::TooManyConnections {
+                limit,
+                max,
+                evicted,
+            } => (
+                Status::TooManyConnections,
+                format!(
+                    "{limit}/{max}/{}",
+                    if *evicted { "evicted" } else { "refused" }
+                ),
+            ),
             other => (Status::HandlerError, other.to_string()),
         }
     }
@@ -146,6 +167,17 @@ impl Status {
                 RpcError::FrameTooLarge {
                     size: it.next().unwrap_or(0),
                     max: it.next().unwrap_or(0),
+                }
+            }
+            Status::TooManyConnections => {
+                let mut it = text.split('/');
+                let limit = it.next().unwrap_or_default().to_owned();
+                let max = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+                let evicted = it.next() == Some("evicted");
+                RpcError::TooManyConnections {
+                    limit,
+                    max,
+                    evicted,
                 }
             }
             Status::Internal => RpcError::Handler(format!("server error: {text}")),

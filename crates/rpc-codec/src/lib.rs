@@ -15,7 +15,9 @@
 //!  5      1    flags        bit 0: one-way (no response expected); others reserved, sent as 0
 //!  6      1    status       0 ok; else an error code (responses only, see `Status`)
 //!  7      1    reserved     0
-//!  8      8    request id   u64, unique per connection while the call is pending
+//!  8      8    request id   u64, unique per connection while the call is pending;
+//!                           never 0 for a call: a response with id 0 and an error
+//!                           status concerns the whole connection (then closed)
 //!  16     4    timeout ms   u32, the caller's remaining budget (0 = none)
 //!  20     4    meta length  u32, bytes of the meta section below
 //!  24     4    body length  u32, bytes of the body
@@ -43,6 +45,9 @@ pub mod payload;
 pub mod serializer;
 
 pub use codec::{parse_header, read_header, FrameCodec, DEFAULT_MAX_FRAME_SIZE};
-pub use frame::{Frame, FrameKind, Header, Meta, OutFrame, Status, HEADER_LEN, MAGIC, VERSION};
+pub use frame::{
+    Frame, FrameKind, Header, Meta, OutFrame, Status, CONNECTION_REQUEST_ID, HEADER_LEN, MAGIC,
+    VERSION,
+};
 pub use payload::Payload;
 pub use serializer::{BodyCodec, SerializerKind};

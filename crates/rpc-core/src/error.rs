@@ -97,6 +97,22 @@ pub enum RpcError {
     #[error("server is shutting down; retry against another server")]
     ShuttingDown,
 
+    /// The server refused this connection, or closed it to make room, because a
+    /// connection limit was reached. The server did not run any call the
+    /// connection carried when it closed; another server (or this one, later)
+    /// can take the call.
+    #[error("{}", too_many_connections_message(.limit, *.max, *.evicted))]
+    TooManyConnections {
+        /// The server setting that was reached: `max_connections` or `max_connections_per_ip`.
+        limit: String,
+        /// Its value on that server.
+        max: u64,
+        /// True when the connection had been open and was closed to make room
+        /// for a new one (it had gone longest without a call); false when it
+        /// was refused on arrival.
+        evicted: bool,
+    },
+
     /// The call was rejected by an authentication interceptor.
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
@@ -132,7 +148,8 @@ impl RpcError {
 
     /// True when the server cannot have run the call: no connection was
     /// made, the request never left the client, or the server answered that
-    /// it did not run it (`ShuttingDown`). Any call may be retried after
+    /// it did not run it (`ShuttingDown`, `TooManyConnections`). Any call may
+    /// be retried after
     /// these. After other transport failures (a connection closed with the
     /// call in flight, a failed write) the call may have run: only an
     /// idempotent call is retried then. A busy answer also means "not run",
@@ -144,6 +161,7 @@ impl RpcError {
                 | RpcError::ConnectTimeout { .. }
                 | RpcError::NotSent { .. }
                 | RpcError::ShuttingDown
+                | RpcError::TooManyConnections { .. }
         )
     }
 
@@ -162,6 +180,21 @@ impl RpcError {
             reason: err.to_string(),
         }
     }
+}
+
+/// The text of [`RpcError::TooManyConnections`]: which limit, its value, and
+/// what the reader can do.
+fn too_many_connections_message(limit: &str, max: u64, evicted: bool) -> String {
+    let what = if evicted {
+        "closed this connection to make room for a new one (it had gone longest without a call)"
+    } else {
+        "refused this connection"
+    };
+    format!(
+        "too many connections: the server {what}: its {limit} = {max} is reached \
+         (the server did not run the call; retry on another server or later, \
+         use fewer connections per client, or raise {limit} on the server)"
+    )
 }
 
 /// `Result` with [`RpcError`].
@@ -197,6 +230,33 @@ mod tests {
             timeout: Duration::from_millis(1)
         }
         .is_transport());
+    }
+
+    #[test]
+    fn too_many_connections_names_the_limit_and_did_not_run() {
+        let e = RpcError::TooManyConnections {
+            limit: "max_connections_per_ip".into(),
+            max: 4,
+            evicted: false,
+        };
+        let text = e.to_string();
+        assert!(text.contains("max_connections_per_ip = 4"), "{text}");
+        assert!(text.contains("refused"), "{text}");
+        assert!(e.server_did_not_run());
+        assert!(!e.is_transport());
+        let evicted = RpcError::TooManyConnections {
+            limit: "max_connections".into(),
+            max: 64,
+            evicted: true,
+        };
+        assert!(evicted.to_string().contains("max_connections = 64"));
+        assert!(evicted.to_string().contains("without a call"));
+        let closed = RpcError::ConnectionClosed {
+            peer: "p".into(),
+            reason: "reset".into(),
+        };
+        assert!(!closed.server_did_not_run(), "it may have run");
+        assert!(RpcError::ShuttingDown.server_did_not_run());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! advertise_addr = "10.0.0.5"       # what clients connect to (host or host:port; needed with 0.0.0.0)
 //! weight = 100                      # this server's share of the load
 //! dispatch = "pool"                 # direct | pool
-//! max_connections = 10000
+//! max_connections = 10000         # at the limit the connection longest without a call
+//!                                   # (1 s at least) makes room, else the newcomer is refused
+//! max_connections_per_ip = 100      # optional; default: no per-address cap
 //! max_in_flight_per_connection = 4096
 //! shutdown_grace_ms = 10000
 //!
@@ -57,8 +59,22 @@ pub struct ServerConfig {
     pub dispatch: Dispatch,
     /// The worker pool (used when `dispatch = "pool"`).
     pub pool: PoolConfig,
-    /// Connections beyond this are closed right after accept.
+    /// Connections served at once. A connection arriving at the limit takes
+    /// the place of the open connection that has gone longest without a call
+    /// (pings are not calls), if that is at least 1 s (or `idle_timeout`, when
+    /// shorter) and it has no call in progress; that connection is told
+    /// `TooManyConnections` and closed. When none qualifies, the newcomer is
+    /// refused with `TooManyConnections` naming this limit.
     pub max_connections: usize,
+    /// Connections served at once from one peer IP address; beyond it a new
+    /// connection from that address is refused with `TooManyConnections`
+    /// naming this limit (nobody is evicted for it). Default: no cap (`None`,
+    /// the key left out), because many legitimate clients often share one
+    /// address — behind a NAT, a load balancer or a sidecar proxy, or every
+    /// local client on loopback — and a default cap would refuse them;
+    /// `max_connections` with eviction already keeps one address from locking
+    /// everyone out. Set it when clients reach the server directly.
+    pub max_connections_per_ip: Option<usize>,
     /// Requests one connection may have in progress; beyond it the server stops
     /// reading that connection until one completes (TCP pushes back on the client).
     pub max_in_flight_per_connection: usize,
@@ -86,6 +102,7 @@ impl Default for ServerConfig {
             dispatch: Dispatch::Pool,
             pool: PoolConfig::default(),
             max_connections: 10_000,
+            max_connections_per_ip: None,
             max_in_flight_per_connection: 4096,
             memory: MemoryConfig::default(),
             shutdown_grace: Duration::from_secs(10),
@@ -158,6 +175,12 @@ impl ServerConfig {
         }
         if self.max_connections == 0 {
             return Err(RpcError::config("max_connections", "must be at least 1"));
+        }
+        if self.max_connections_per_ip == Some(0) {
+            return Err(RpcError::config(
+                "max_connections_per_ip",
+                "must be at least 1 (leave it out for no per-address cap)",
+            ));
         }
         if self.max_in_flight_per_connection == 0 {
             return Err(RpcError::config(
@@ -247,6 +270,19 @@ mod tests {
         let mut c = ServerConfig::default();
         c.pool.core_threads = c.pool.max_threads + 1;
         assert!(c.validate().unwrap_err().to_string().contains("pool"));
+        let c = ServerConfig {
+            max_connections_per_ip: Some(0),
+            ..ServerConfig::default()
+        };
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("`max_connections_per_ip`"));
+        let c: ServerConfig =
+            parse_str("max_connections_per_ip = 8\n", ConfigFormat::Toml).unwrap();
+        assert_eq!(c.max_connections_per_ip, Some(8));
+        assert_eq!(ServerConfig::default().max_connections_per_ip, None);
         let c = ServerConfig {
             weight: 0,
             ..ServerConfig::default()

@@ -34,11 +34,24 @@
 //! spawn per call, and a handler that blocks stalls only its own connection —
 //! exactly jkrpc's "handle in the I/O thread" trade-off.
 //!
-//! # Shutdown
+//! # Shutdown and eviction
 //!
 //! During graceful shutdown the task keeps reading only to answer new requests
 //! `ShuttingDown`, waits for its in-flight calls, writes what is left (for at
 //! most 5 s) and closes.
+//!
+//! An evicted connection (see `admission`: at `max_connections`, the one
+//! longest without a call makes room for a newcomer) winds down the same way,
+//! answering new requests `TooManyConnections` (they do not run), and its last
+//! frame is a connection-level `TooManyConnections` (request id 0), so its
+//! client fails what it still had pending with that error, not a
+//! `ConnectionClosed` that looks like a crash.
+//!
+//! # Call activity
+//!
+//! The admission table learns of this connection's calls through its
+//! [`CallActivity`]: after each batch, one relaxed store when the batch held a
+//! request or the connection's busy state changed; no lock per request.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -53,7 +66,7 @@ use std::task::{Context, Poll};
 use bytes::BytesMut;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
-use rpc_codec::{Frame, FrameKind, Header, OutFrame};
+use rpc_codec::{Frame, FrameKind, Header, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, Inbound, IoCounters, Reserved, TransportConfig};
@@ -61,36 +74,26 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
 
+use crate::admission::{CallActivity, Ticket};
 use crate::answers::{encode_answer, PoolAnswers};
 use crate::dispatch::{
     answer_frame, finish_call, start_call, InFlight, PoolJob, Reply, ServerCtx, RUNNING, STOPPING,
 };
 use crate::router::RouteEntry;
 
-/// Decrements the open-connection gauge however the task ends.
-struct OpenGuard(Arc<ServerCtx>);
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        self.0
-            .stats
-            .open_connections
-            .fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// Serves a plain TCP connection (split with `into_split`, the fast path).
+/// Serves a plain TCP connection (split with `into_split`, the fast path);
+/// `ticket` is its place in the admission table, held until the task ends.
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer_addr: SocketAddr,
     ctx: Arc<ServerCtx>,
+    ticket: Ticket,
 ) {
-    let open = OpenGuard(ctx.clone());
     if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
         debug!(peer = %peer_addr, error = %e, "could not set TCP_NODELAY");
     }
     let (read_half, write_half) = stream.into_split();
-    serve_halves(read_half, write_half, peer_addr, ctx, open).await
+    serve_halves(read_half, write_half, peer_addr, ctx, ticket).await
 }
 
 /// How long a client gets to complete the TLS handshake.
@@ -99,14 +102,16 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Serves a TLS connection: handshake (bounded by a timeout; a failure closes
 /// only this connection), then the same loop over `tokio::io::split` halves.
+/// A connection evicted during its handshake is dropped (it cannot be told
+/// why before the handshake).
 #[cfg(feature = "tls")]
 pub(crate) async fn serve_tls_connection(
     stream: TcpStream,
     peer_addr: SocketAddr,
     ctx: Arc<ServerCtx>,
     acceptor: rpc_transport::tls::TlsAcceptor,
+    ticket: Ticket,
 ) {
-    let open = OpenGuard(ctx.clone());
     if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
         debug!(peer = %peer_addr, error = %e, "could not set TCP_NODELAY");
     }
@@ -125,9 +130,13 @@ pub(crate) async fn serve_tls_connection(
             }
         },
         _ = ctx.force_close.cancelled() => return,
+        _ = ticket.eviction().closed() => {
+            warn!(%peer, "evicted during its TLS handshake: connection closed");
+            return;
+        }
     };
     let (read_half, write_half) = tokio::io::split(tls_stream);
-    serve_halves(read_half, write_half, peer_addr, ctx, open).await
+    serve_halves(read_half, write_half, peer_addr, ctx, ticket).await
 }
 
 async fn serve_halves<R, W>(
@@ -135,7 +144,7 @@ async fn serve_halves<R, W>(
     write_half: W,
     peer_addr: SocketAddr,
     ctx: Arc<ServerCtx>,
-    _open: OpenGuard,
+    ticket: Ticket,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -175,6 +184,9 @@ async fn serve_halves<R, W>(
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
     let mut stopping = false;
+    // Set once evicted: the answer to new requests and the connection's last frame.
+    let mut evicted: Option<RpcError> = None;
+    let mut call_activity: CallActivity = ticket.activity();
     // A frame read by the `select!` below, handled at the top of the next turn
     // together with every frame already buffered behind it.
     let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
@@ -183,12 +195,15 @@ async fn serve_halves<R, W>(
     let closed = close.closed();
     let forced = ctx.force_close.cancelled();
     let stop = ctx.stopping.cancelled();
-    tokio::pin!(closed, forced, stop);
+    let evict = ticket.eviction().closed();
+    tokio::pin!(closed, forced, stop, evict);
     let mut watch = StopWatch {
         closed,
         forced,
         stop,
+        evict,
         close: &close,
+        eviction: ticket.eviction(),
         ctx: &ctx,
         registered: None,
     };
@@ -201,12 +216,17 @@ async fn serve_halves<R, W>(
                 break;
             }
             Some(_) => stopping = true,
+            None if watch.evicted(stopping) => {
+                evicted = Some(ticket.eviction_error());
+                stopping = true;
+            }
             None => {}
         }
         // Handle the frame just read and every complete frame buffered behind
         // it, without going back to the socket. One clock reading per call: the
         // end of one call is the start of the next.
         let mut clock = Instant::now();
+        let mut called = false;
         while calls() < max_in_flight && outbox.has_room() {
             let (frame, reserved) = match next_frame.take() {
                 Some(next) => next,
@@ -224,11 +244,13 @@ async fn serve_halves<R, W>(
                     }
                 },
             };
+            called |= frame.header.kind == FrameKind::Request;
             let conn = Conn {
                 ctx: &ctx,
                 pooled: pooled.as_ref(),
                 peer: peer_addr,
                 stopping,
+                evicted: evicted.as_ref(),
             };
             let Some((call, req)) = conn.on_frame(frame, reserved, clock, &mut outbox) else {
                 continue;
@@ -254,6 +276,7 @@ async fn serve_halves<R, W>(
         if let Some(pooled) = &pooled {
             outbox.take_pooled(pooled);
         }
+        call_activity.after_batch(called, calls() > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
         if let Err(e) = outbox.write_now().await {
@@ -322,6 +345,10 @@ async fn serve_halves<R, W>(
                     break;
                 }
                 Stop::Stopping => stopping = true,
+                Stop::Evicted => {
+                    evicted = Some(ticket.eviction_error());
+                    stopping = true;
+                }
             },
         }
     }
@@ -332,6 +359,10 @@ async fn serve_halves<R, W>(
         outbox.take_pooled(pooled);
         // Answers of calls still running have nobody to go to.
         pooled.close();
+    }
+    if let Some(error) = &evicted {
+        // After every answer: the client fails only what is still pending.
+        outbox.push(OutFrame::error(CONNECTION_REQUEST_ID, 0, error));
     }
     let written = tokio::select! {
         r = outbox.finish() => match r {
@@ -399,10 +430,14 @@ enum Stop {
     Stopping,
     /// The server is going down now.
     Forced,
+    /// The admission table evicted this connection: wind down as when
+    /// `Stopping`, answering `TooManyConnections`.
+    Evicted,
 }
 
-/// The connection's close signal and the server's two stop tokens as one
-/// `select!` branch, which takes no lock once it is registered.
+/// The connection's close signal, the server's two stop tokens and the
+/// connection's eviction notice as one `select!` branch, which takes no lock
+/// once it is registered.
 ///
 /// `select!` polls every branch each time the read has to wait, and polling
 /// tokio's `Notified` (under `CloseSignal::closed`) or a `CancellationToken`
@@ -410,23 +445,26 @@ enum Stop {
 /// about 570 instructions per call under callgrind for three waiters that
 /// almost never fire. This polls them once, to register the task's waker (again
 /// only if the waker changes), and otherwise reads what they wait for from the
-/// atomics their senders set *before* notifying: `CloseSignal::is_closed` and
-/// `ServerCtx::stop_level`.
-struct StopWatch<'a, C, F, S> {
+/// atomics their senders set *before* notifying: `CloseSignal::is_closed` (of
+/// the connection and of its eviction notice) and `ServerCtx::stop_level`.
+struct StopWatch<'a, C, F, S, E> {
     closed: Pin<&'a mut C>,
     forced: Pin<&'a mut F>,
     stop: Pin<&'a mut S>,
+    evict: Pin<&'a mut E>,
     close: &'a CloseSignal,
+    eviction: &'a CloseSignal,
     ctx: &'a ServerCtx,
     /// The waker the waiters hold.
     registered: Option<std::task::Waker>,
 }
 
-impl<C, F, S> StopWatch<'_, C, F, S>
+impl<C, F, S, E> StopWatch<'_, C, F, S, E>
 where
     C: std::future::Future<Output = ()>,
     F: std::future::Future<Output = ()>,
     S: std::future::Future<Output = ()>,
+    E: std::future::Future<Output = ()>,
 {
     fn poll_stop(&mut self, cx: &mut Context<'_>, stopping: bool) -> Poll<Stop> {
         if let Some(event) = self.check(stopping) {
@@ -444,6 +482,7 @@ where
             let _ = self.forced.as_mut().poll(cx);
             if !stopping {
                 let _ = self.stop.as_mut().poll(cx);
+                let _ = self.evict.as_mut().poll(cx);
             }
             self.registered = Some(cx.waker().clone());
             if let Some(event) = self.check(stopping) {
@@ -458,6 +497,13 @@ where
             return Some(Stop::Closed);
         }
         self.server_stop(stopping)
+            .or_else(|| self.evicted(stopping).then_some(Stop::Evicted))
+    }
+
+    /// Whether this connection has been evicted, as news for a loop that is
+    /// `stopping` (already winding down: no news) or not.
+    fn evicted(&self, stopping: bool) -> bool {
+        !stopping && self.eviction.is_closed()
     }
 
     /// The server's stop state, as news for a loop that is `stopping` or not.
@@ -657,15 +703,17 @@ impl DirectCall<'_> {
     }
 }
 
-struct Conn<'a> {
+struct Conn<'a, 'b> {
     ctx: &'a Arc<ServerCtx>,
     /// Where pool threads put their answers (pool mode only).
     pooled: Option<&'a Arc<PoolAnswers>>,
     peer: SocketAddr,
     stopping: bool,
+    /// Set when the connection was evicted: what new requests are answered.
+    evicted: Option<&'b RpcError>,
 }
 
-impl<'a> Conn<'a> {
+impl<'a> Conn<'a, '_> {
     fn reply_error<W: AsyncWrite + Unpin>(
         &self,
         id: u64,
@@ -714,7 +762,8 @@ impl<'a> Conn<'a> {
             }
         };
         if self.stopping {
-            self.reply_error(id, raw_ser, RpcError::ShuttingDown, answers);
+            let refusal = self.evicted.cloned().unwrap_or(RpcError::ShuttingDown);
+            self.reply_error(id, raw_ser, refusal, answers);
             return None;
         }
         let ctx: &'a ServerCtx = self.ctx;

@@ -1,7 +1,9 @@
 //! # rpc-server: accepting connections and running handlers
 //!
 //! This crate owns the server side of brisk: the accept loop and its connection
-//! limit, one task per connection that reads request frames, the [`Router`] from
+//! limits (`max_connections` with eviction of the connection longest without a
+//! call, `max_connections_per_ip`; a refused client is told `TooManyConnections`),
+//! one task per connection that reads request frames, the [`Router`] from
 //! service name to [`ServiceHandler`](rpc_core::ServiceHandler), the two dispatch
 //! modes — `direct` (the handler runs on the connection's I/O task) and `pool`
 //! (the Tomcat-style [`WorkerPool`] of OS threads, with a `blocking` or
@@ -22,10 +24,12 @@
 //!     .start()
 //!     .await?;
 //! println!("listening on {}", server.local_addr());
-//! server.shutdown().await;
+//! // Until SIGINT or SIGTERM, then a graceful shutdown.
+//! server.shutdown_on_signals().await;
 //! # Ok(()) }
 //! ```
 
+mod admission;
 mod answers;
 pub mod config;
 mod connection;
@@ -33,9 +37,11 @@ mod dispatch;
 pub mod http;
 pub mod metrics;
 pub mod pool;
+mod refusal;
 mod registration;
 pub mod router;
 pub mod server;
+pub mod signals;
 pub mod stats;
 
 pub use config::{MemoryConfig, ServerConfig};
@@ -43,4 +49,5 @@ pub use metrics::Metrics;
 pub use pool::{PoolConfig, QueueKind, WorkerPool};
 pub use router::Router;
 pub use server::{Server, ServerBuilder, ServerHandle, ShutdownReport};
+pub use signals::{StopSignal, StopSignals};
 pub use stats::ServerStats;

@@ -157,6 +157,20 @@ impl Metrics {
         );
         gauge(
             &mut out,
+            "brisk_refused_connections_total",
+            "Connections refused at max_connections or max_connections_per_ip.",
+            "counter",
+            stats.refused_connections.to_string(),
+        );
+        gauge(
+            &mut out,
+            "brisk_evicted_connections_total",
+            "Connections closed at max_connections to make room (longest without a call).",
+            "counter",
+            stats.evicted_connections.to_string(),
+        );
+        gauge(
+            &mut out,
             "brisk_requests_total",
             "Binary-protocol requests read.",
             "counter",

@@ -4,7 +4,9 @@
 //! loop on the current tokio runtime and returns a [`ServerHandle`]. The handle
 //! owns the server: [`ServerHandle::shutdown`] stops accepting, lets in-flight
 //! calls finish (bounded by `shutdown_grace`), flushes their answers and closes;
-//! dropping the handle without calling it closes everything at once.
+//! dropping the handle without calling it closes everything at once;
+//! [`ServerHandle::shutdown_on_signals`] runs that graceful shutdown when the
+//! process gets SIGINT or SIGTERM.
 //!
 //! With a registry (`ServerBuilder::registry`, or `registry` in the config)
 //! `start()` also registers every service, and the handle keeps the
@@ -23,11 +25,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::admission::{Admission, Admit};
 use crate::connection::serve_connection;
 use crate::dispatch::ServerCtx;
 use crate::metrics::Metrics;
 use crate::pool::{PoolStats, WorkerPool};
+use crate::refusal::Refusals;
 use crate::router::Router;
+use crate::signals::StopSignals;
 use crate::stats::{ServerStats, StatsSnapshot};
 use crate::ServerConfig;
 
@@ -228,12 +233,21 @@ impl ServerBuilder {
     }
 }
 
+/// Accepts connections until the server stops, admitting each through the
+/// connection limits (see `admission`): an admitted connection gets its own
+/// task, a refused one a short task that tells it why (see `refusal`).
 async fn accept_loop(
     listener: TcpListener,
     ctx: Arc<ServerCtx>,
     tracker: TaskTracker,
     #[cfg(feature = "tls")] tls: Option<rpc_transport::tls::TlsAcceptor>,
 ) {
+    let admission = Arc::new(Admission::new(&ctx.config, ctx.stats.clone()));
+    let refusals = Refusals::new(
+        ctx.force_close.clone(),
+        #[cfg(feature = "tls")]
+        tls.clone(),
+    );
     let mut backoff = Duration::from_millis(1);
     loop {
         let accepted = tokio::select! {
@@ -247,16 +261,14 @@ async fn accept_loop(
                 ctx.stats
                     .accepted_connections
                     .fetch_add(1, Ordering::Relaxed);
-                let open = ctx.stats.open_connections.fetch_add(1, Ordering::Relaxed);
-                if open >= ctx.config.max_connections {
-                    ctx.stats.open_connections.fetch_sub(1, Ordering::Relaxed);
-                    ctx.stats
-                        .refused_connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    warn!(%peer, max = ctx.config.max_connections, "max_connections reached: connection closed");
-                    drop(stream);
-                    continue;
-                }
+                let ticket = match admission.admit(peer.ip(), Instant::now()) {
+                    Admit::Accepted(ticket) => ticket,
+                    Admit::Refused(error) => {
+                        warn!(%peer, %error, "connection refused");
+                        refusals.refuse(stream, peer, error);
+                        continue;
+                    }
+                };
                 #[cfg(feature = "tls")]
                 if let Some(acceptor) = &tls {
                     tracker.spawn(crate::connection::serve_tls_connection(
@@ -264,10 +276,11 @@ async fn accept_loop(
                         peer,
                         ctx.clone(),
                         acceptor.clone(),
+                        ticket,
                     ));
                     continue;
                 }
-                tracker.spawn(serve_connection(stream, peer, ctx.clone()));
+                tracker.spawn(serve_connection(stream, peer, ctx.clone(), ticket));
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -348,6 +361,17 @@ impl ServerHandle {
     /// `shutdown_grace` for in-flight calls and their answers, then closes.
     pub async fn shutdown(mut self) -> ShutdownReport {
         self.shutdown_inner().await
+    }
+
+    /// Serves until the process gets SIGINT (Ctrl-C) or SIGTERM (Ctrl-C only
+    /// on non-unix systems), then shuts down gracefully as
+    /// [`shutdown`](Self::shutdown) does and returns its report. The handlers
+    /// are registered when this is first polled (see [`StopSignals`] to
+    /// register them earlier, or to wait on more than signals).
+    pub async fn shutdown_on_signals(self) -> ShutdownReport {
+        let signal = StopSignals::install().wait().await;
+        info!(addr = %self.local_addr, %signal, "stop signal received: shutting down gracefully");
+        self.shutdown().await
     }
 
     async fn shutdown_inner(&mut self) -> ShutdownReport {

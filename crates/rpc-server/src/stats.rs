@@ -1,4 +1,8 @@
 //! [`ServerStats`]: cheap counters an operator (and the benchmark suite) reads.
+//!
+//! Every field is a relaxed atomic, written where the event happens (accept
+//! loop, admission, connection tasks) and read together by [`ServerStats::snapshot`];
+//! a snapshot is not one instant, each counter is.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -9,8 +13,12 @@ pub struct ServerStats {
     pub open_connections: AtomicUsize,
     /// Connections accepted since start.
     pub accepted_connections: AtomicU64,
-    /// Connections refused by `max_connections`.
+    /// Connections refused on arrival by `max_connections` (when no open
+    /// connection could be evicted) or `max_connections_per_ip`.
     pub refused_connections: AtomicU64,
+    /// Connections closed to make room at `max_connections` (each had gone
+    /// longest without a call).
+    pub evicted_connections: AtomicU64,
     /// Requests read.
     pub requests: AtomicU64,
     /// Requests answered with an error status.
@@ -19,12 +27,13 @@ pub struct ServerStats {
     pub busy_rejections: AtomicU64,
 }
 
-/// A point-in-time copy of [`ServerStats`].
+/// A point-in-time copy of [`ServerStats`] (fields as documented there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StatsSnapshot {
     pub open_connections: usize,
     pub accepted_connections: u64,
     pub refused_connections: u64,
+    pub evicted_connections: u64,
     pub requests: u64,
     pub errors: u64,
     pub busy_rejections: u64,
@@ -37,6 +46,7 @@ impl ServerStats {
             open_connections: self.open_connections.load(Ordering::Relaxed),
             accepted_connections: self.accepted_connections.load(Ordering::Relaxed),
             refused_connections: self.refused_connections.load(Ordering::Relaxed),
+            evicted_connections: self.evicted_connections.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             busy_rejections: self.busy_rejections.load(Ordering::Relaxed),

@@ -4,6 +4,12 @@
 //! first one to see a failure records *why* and cancels the token; the others
 //! stop, and every pending call is failed with that reason. The first reason wins,
 //! so a caller reads "reset by peer", not a follow-on "channel closed".
+//!
+//! Most closes are a [`RpcError::ConnectionClosed`] with the reason. A close the
+//! server explained — a connection-level error answer such as
+//! `TooManyConnections` — keeps that typed error instead ([`CloseSignal::close_with`]),
+//! and every call failed by the close, or started on the closed connection,
+//! gets it. Reason and error are set together, once: the first close wins both.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,10 +26,19 @@ use tokio::sync::Notify;
 /// `CancellationToken` does.
 #[derive(Debug, Default)]
 pub struct CloseSignal {
-    reason: OnceLock<String>,
+    closed: OnceLock<Closed>,
     /// Set when writing failed while reading may still deliver answers.
     write_error: OnceLock<String>,
     notify: Notify,
+}
+
+/// Why a connection closed, as recorded by the first close.
+#[derive(Debug)]
+struct Closed {
+    reason: String,
+    /// The error calls get instead of `ConnectionClosed`, when the close was
+    /// an error the server sent.
+    error: Option<RpcError>,
 }
 
 impl CloseSignal {
@@ -34,7 +49,19 @@ impl CloseSignal {
 
     /// Marks the connection closed with `reason` (the first reason is kept).
     pub fn close(&self, reason: impl Into<String>) {
-        let _ = self.reason.set(reason.into());
+        self.close_as(reason.into(), None);
+    }
+
+    /// Marks the connection closed because of `error` (an error the peer sent
+    /// for the whole connection): calls failed by this close get `error`
+    /// itself, not `ConnectionClosed`. The first close wins, as with
+    /// [`close`](Self::close).
+    pub fn close_with(&self, error: RpcError) {
+        self.close_as(error.to_string(), Some(error));
+    }
+
+    fn close_as(&self, reason: String, error: Option<RpcError>) {
+        let _ = self.closed.set(Closed { reason, error });
         self.notify.notify_waiters();
     }
 
@@ -52,12 +79,12 @@ impl CloseSignal {
 
     /// True once closed.
     pub fn is_closed(&self) -> bool {
-        self.reason.get().is_some()
+        self.closed.get().is_some()
     }
 
     /// Why it closed ("open" while it is not).
     pub fn reason(&self) -> &str {
-        self.reason.get().map(String::as_str).unwrap_or("open")
+        self.closed.get().map_or("open", |c| c.reason.as_str())
     }
 
     /// Completes when the connection is closed.
@@ -83,12 +110,20 @@ impl CloseSignal {
         }
     }
 
-    /// The error pending calls get: "connection to PEER closed: REASON".
+    /// The error pending calls get: the error the peer sent, when the close
+    /// was [`close_with`](Self::close_with); otherwise "connection to PEER
+    /// closed: REASON".
     pub fn error(&self, peer: &str) -> RpcError {
-        RpcError::ConnectionClosed {
-            peer: peer.to_owned(),
-            reason: self.reason().to_owned(),
-        }
+        self.typed_error()
+            .unwrap_or_else(|| RpcError::ConnectionClosed {
+                peer: peer.to_owned(),
+                reason: self.reason().to_owned(),
+            })
+    }
+
+    /// The error the connection was closed with by [`close_with`](Self::close_with), if any.
+    pub fn typed_error(&self) -> Option<RpcError> {
+        self.closed.get().and_then(|c| c.error.clone())
     }
 }
 
@@ -180,6 +215,29 @@ mod tests {
             1,
             "the latest waker is woken"
         );
+    }
+
+    #[test]
+    fn a_close_with_an_error_hands_out_that_error_and_the_first_close_wins() {
+        let too_many = RpcError::TooManyConnections {
+            limit: "max_connections".into(),
+            max: 3,
+            evicted: false,
+        };
+        let signal = CloseSignal::new();
+        signal.close_with(too_many.clone());
+        signal.close("a later close");
+        assert!(signal.is_closed());
+        assert_eq!(signal.error("peer"), too_many);
+        assert!(signal.reason().contains("max_connections = 3"));
+
+        let plain = CloseSignal::new();
+        plain.close("reset by peer");
+        plain.close_with(too_many);
+        assert!(matches!(
+            plain.error("peer"),
+            RpcError::ConnectionClosed { reason, .. } if reason == "reset by peer"
+        ));
     }
 
     #[test]

@@ -21,6 +21,13 @@
 //! with `ConnectionClosed`, which only an idempotent call should retry. An
 //! answer too large for this side's `max_frame_size` fails its one call with
 //! `FrameTooLarge` and is skipped; the connection goes on.
+//!
+//! Request ids start at 1, so id 0 never names a call: a response with id 0 and
+//! an error status is the server speaking about the whole connection (it
+//! refused it at a connection limit, say) just before it closes it. The reader
+//! closes the connection with that error ([`CloseSignal::close_with`]), and every
+//! call pending on it, or started on it afterwards, fails with that error —
+//! `TooManyConnections`, not a `ConnectionClosed` that looks like a crash.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -29,7 +36,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rpc_codec::{Frame, FrameKind, OutFrame};
+use rpc_codec::{Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
 use rpc_core::{RpcError, WriteMode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -66,8 +73,12 @@ impl Shared {
     }
 
     /// The error of a call that found the connection closed before it was
-    /// queued.
+    /// queued: the error the server closed it with, if it sent one, else
+    /// `NotSent`.
     fn not_sent(&self) -> RpcError {
+        if let Some(error) = self.close.typed_error() {
+            return error;
+        }
         RpcError::NotSent {
             peer: self.peer.to_string(),
             reason: format!("the connection closed ({})", self.close.reason()),
@@ -489,6 +500,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(Some(Inbound::Frame(frame, _))) => {
                 let id = frame.header.request_id;
                 match frame.header.kind {
+                    FrameKind::Response
+                        if id == CONNECTION_REQUEST_ID && frame.status() != Status::Ok =>
+                    {
+                        let error = frame.status().decode_error(&frame.body, "", "");
+                        warn!(peer = %shared.peer, %error, "the server closed the connection with an error");
+                        close.close_with(error);
+                        break;
+                    }
                     FrameKind::Response => {
                         if !shared.pending.complete(id, Ok(frame)) {
                             debug!(peer = %shared.peer, request_id = id,

@@ -23,6 +23,19 @@
 //! block, those calls then run one after the other on one core where strict
 //! round-robin would have spread them; use `pool` dispatch for such handlers
 //! (the default), or `coalesce_calls = 1`.
+//!
+//! # A broken slot is reconnected by the call that found it
+//!
+//! A call first asks [`ready`](FixedConnections::ready) for an open connection
+//! without waiting; when the slot it picks is broken, the call goes on to
+//! [`acquire`](FixedConnections::acquire), which reconnects *that* slot. (It
+//! used to pick again, and the second pick stepped on to the next slot — the
+//! open one — so with two connections the broken slot was skipped by every
+//! call and never reconnected while the other stayed open: after a server
+//! restart a client under load ran on one connection of two.) `ready` leaves
+//! the broken slot's index for the next `acquire` to take; when several calls
+//! race, each reconnect attempt is one connect under the slot's lock, and any
+//! call that misses the hint picks round-robin, which reaches every slot.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -40,6 +53,9 @@ pub struct FixedConnections {
     next: AtomicUsize,
     /// The slot the last round-robin step chose: where a gathering batch is.
     current: AtomicUsize,
+    /// A slot `ready` found broken, plus one (0: none): the next `acquire`
+    /// reconnects it.
+    broken: AtomicUsize,
     /// Most frames a batch takes before calls move on (`coalesce_calls`).
     batch_cap: usize,
 }
@@ -60,6 +76,7 @@ impl FixedConnections {
             slots,
             next: AtomicUsize::new(0),
             current: AtomicUsize::new(0),
+            broken: AtomicUsize::new(0),
             batch_cap: config.coalesce_calls.max(1),
         })
     }
@@ -67,10 +84,10 @@ impl FixedConnections {
     /// Where the next call goes: the current slot's connection while its next
     /// write is gathering and below the cap, else the next slot in
     /// round-robin order.
-    fn pick(&self) -> Pick<'_> {
+    fn pick(&self) -> Pick {
         let n = self.slots.len();
         if n == 1 {
-            return Pick::Next(&self.slots[0]);
+            return Pick::Next(0);
         }
         let current = &self.slots[self.current.load(Ordering::Relaxed) % n];
         if let Some(conn) = current.joinable(self.batch_cap) {
@@ -80,22 +97,34 @@ impl FixedConnections {
         // Racing callers on other threads may each step on; any of their
         // choices is a fine place for the next batch.
         self.current.store(i, Ordering::Relaxed);
-        Pick::Next(&self.slots[i])
+        Pick::Next(i)
     }
 
-    /// The connection for the next call (see the module doc), reconnected if broken.
+    /// The connection for the next call (see the module doc), reconnected if
+    /// broken: first the slot [`ready`](Self::ready) found broken, if any.
     pub async fn acquire(&self) -> Result<Arc<Connection>, RpcError> {
+        let broken = self.broken.swap(0, Ordering::Relaxed);
+        if let Some(slot) = broken.checked_sub(1).and_then(|i| self.slots.get(i)) {
+            return slot.get().await;
+        }
         match self.pick() {
             Pick::Join(conn) => Ok(conn),
-            Pick::Next(slot) => slot.get().await,
+            Pick::Next(i) => self.slots[i].get().await,
         }
     }
 
-    /// The connection for the next call if it is open now.
+    /// The connection for the next call if it is open now; `None` (the
+    /// picked slot is broken) leaves that slot for [`acquire`](Self::acquire).
     pub fn ready(&self) -> Option<Arc<Connection>> {
         match self.pick() {
             Pick::Join(conn) => Some(conn),
-            Pick::Next(slot) => slot.current(),
+            Pick::Next(i) => {
+                let conn = self.slots[i].current();
+                if conn.is_none() {
+                    self.broken.store(i + 1, Ordering::Relaxed);
+                }
+                conn
+            }
         }
     }
 
@@ -113,9 +142,9 @@ impl FixedConnections {
 }
 
 /// [`FixedConnections::pick`]'s answer.
-enum Pick<'a> {
+enum Pick {
     /// Join this connection's gathering write.
     Join(Arc<Connection>),
-    /// Take this slot's connection (connecting it if need be).
-    Next(&'a Slot),
+    /// Take the connection of the slot at this index (connecting it if need be).
+    Next(usize),
 }
