@@ -188,8 +188,52 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             if let Some(inbound) = self.try_next_buffered()? {
                 return Ok(Some(inbound));
             }
-            if !self.fill().await? {
-                return Ok(None);
+            // Where the next read goes: the large frame being assembled, or
+            // the adaptive buffer (sized for the frame whose header is there).
+            let n = if let Some(large) = &mut self.large {
+                let rest = large.total - large.buf.len();
+                self.io.read_buf(&mut (&mut large.buf).limit(rest)).await?
+            } else {
+                let header = match self.skip {
+                    0 => read_header(self.buf.buffer())?,
+                    _ => None,
+                };
+                let frame_len = header.map(|h| h.frame_len() as usize);
+                if let (Some(header), Some(total)) = (header, frame_len) {
+                    if total > self.own_allocation_above {
+                        self.start_large(header, total).await;
+                        continue;
+                    }
+                }
+                if self.buf.is_empty() && (self.had_large || self.buf.held() > IDLE_KEEP) {
+                    match self.read_or_release().await? {
+                        Some(n) => n,
+                        // The idle timer fired: nothing read, go round again.
+                        None => continue,
+                    }
+                } else {
+                    self.idle = None;
+                    let n = self.io.read_buf(self.buf.prepare(frame_len)).await?;
+                    self.buf.record(n);
+                    n
+                }
+            };
+            if n == 0 {
+                let partial = self.skip > 0 || self.large.is_some() || !self.buf.is_empty();
+                if !partial {
+                    return Ok(None);
+                }
+                return Err(RpcError::Protocol(format!(
+                    "peer closed the stream in the middle of a frame ({} bytes buffered)",
+                    self.buf.buffer().len() + self.large.as_ref().map_or(0, |l| l.buf.len())
+                )));
+            }
+            self.bytes_read += n as u64;
+            if let Some(c) = &self.counters {
+                c.add_in(n as u64);
+            }
+            if let Some(a) = &self.activity {
+                a.bump();
             }
         }
     }
@@ -234,46 +278,6 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         Frame::from_bytes(header, bytes).map(|f| Some(Inbound::Frame(f, None)))
     }
 
-    /// One read into the right place; false on end of stream between frames.
-    async fn fill(&mut self) -> Result<bool, RpcError> {
-        if self.skip == 0 && self.large.is_none() {
-            if let Some(header) = read_header(self.buf.buffer())? {
-                let total = header.frame_len() as usize;
-                if total > self.own_allocation_above {
-                    self.start_large(header, total).await;
-                }
-            }
-        }
-        let n = if let Some(large) = &mut self.large {
-            let rest = large.total - large.buf.len();
-            self.io.read_buf(&mut (&mut large.buf).limit(rest)).await?
-        } else {
-            match self.read_small().await? {
-                Some(n) => n,
-                // The idle timer fired: nothing read, go round again.
-                None => return Ok(true),
-            }
-        };
-        if n == 0 {
-            let partial = self.skip > 0 || self.large.is_some() || !self.buf.is_empty();
-            if !partial {
-                return Ok(false);
-            }
-            return Err(RpcError::Protocol(format!(
-                "peer closed the stream in the middle of a frame ({} bytes buffered)",
-                self.buf.buffer().len() + self.large.as_ref().map_or(0, |l| l.buf.len())
-            )));
-        }
-        self.bytes_read += n as u64;
-        if let Some(c) = &self.counters {
-            c.add_in(n as u64);
-        }
-        if let Some(a) = &self.activity {
-            a.bump();
-        }
-        Ok(true)
-    }
-
     /// Reserves a large frame's budget (waiting, cancel-safely, while it is
     /// spent) and moves its first bytes into an allocation of its own.
     async fn start_large(&mut self, header: Header, total: usize) {
@@ -301,27 +305,16 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         });
     }
 
-    /// One read into the adaptive buffer; `None` when the idle timer fired
-    /// instead (and the buffer was let go, or the timer re-armed).
-    async fn read_small(&mut self) -> Result<Option<usize>, RpcError> {
-        let frame_len = match (self.skip, read_header(self.buf.buffer())?) {
-            (0, Some(header)) => Some(header.frame_len() as usize),
-            _ => None,
-        };
-        let watch_idle = self.buf.is_empty() && (self.had_large || self.buf.held() > IDLE_KEEP);
-        if !watch_idle {
-            self.idle = None;
-            let dst = self.buf.prepare(frame_len);
-            let n = self.io.read_buf(dst).await?;
-            self.buf.record(n);
-            return Ok(Some(n));
-        }
+    /// One read into the empty adaptive buffer, or — when nothing arrives
+    /// for [`IDLE_RELEASE`] — `None`, having let the buffer go (or re-armed
+    /// the timer, when something arrived since it was armed).
+    async fn read_or_release(&mut self) -> Result<Option<usize>, RpcError> {
         let bytes_read = self.bytes_read;
         let idle = self.idle.get_or_insert_with(|| IdleRelease {
             sleep: Box::pin(tokio::time::sleep(IDLE_RELEASE)),
             read_at_arm: bytes_read,
         });
-        let dst = self.buf.prepare(frame_len);
+        let dst = self.buf.prepare(None);
         tokio::select! {
             biased;
             n = self.io.read_buf(dst) => {
