@@ -301,3 +301,68 @@ async fn requests_that_never_left_are_retried_and_run_once() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_no_answers_does_not_hold_the_frame_budget() {
+    use brisk::codec::{BodyCodec, OutFrame};
+    use tokio::io::AsyncWriteExt;
+    bounded(60, async {
+        // A budget for one large request; half the idle timeout (2 s of 4)
+        // bounds how long unread answers may hold their requests' share.
+        let mut config = server_config(Dispatch::Direct, QueueKind::Transfer);
+        config.memory.frame_budget = 20 * MIB;
+        config.transport.idle_timeout = Duration::from_secs(4);
+        let (server, imp) = start(config).await;
+        // The hog: two 15 MiB requests, and it never reads its answers (more
+        // than the socket buffers take, so they stay in the server's outbox).
+        let mut hog = tokio::net::TcpStream::connect(server.local_addr())
+            .await
+            .unwrap();
+        let body = brisk::SerializerKind::MsgPack
+            .encode_body(&(brisk::Payload::from(vec![5u8; 15 * MIB]),))
+            .unwrap();
+        let mut bytes = bytes::BytesMut::new();
+        for id in 1..=2 {
+            OutFrame::request(id, 1, "Calc", "blob", body.clone())
+                .encode(&mut bytes, usize::MAX)
+                .unwrap();
+        }
+        let writing = tokio::spawn(async move {
+            let _ = hog.write_all(&bytes).await;
+            // Keep the socket open, unread, until the test ends.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(hog);
+        });
+        assert!(
+            wait_until(Duration::from_secs(20), || imp
+                .echoed
+                .load(Ordering::SeqCst)
+                >= 1)
+            .await,
+            "the hog's first request ran"
+        );
+        // A well-behaved client's large call needs budget the hog's unread
+        // answers held: it goes through once that share is given back.
+        let calc = CalcClient::new(
+            Client::builder()
+                .config(one_connection(server.local_addr(), 64 * MIB))
+                .build()
+                .await
+                .expect("client connects"),
+        );
+        let started = Instant::now();
+        let back = calc.blob(vec![6u8; 15 * MIB].into()).await.expect("served");
+        assert_eq!(back.len(), 15 * MIB);
+        let waited = started.elapsed();
+        println!(
+            "large call behind a hog's unread answers: {waited:?}; open connections then: {}",
+            server.stats().open_connections
+        );
+        assert!(
+            waited >= Duration::from_millis(1500),
+            "the call waited for the hog's share ({waited:?})"
+        );
+        writing.abort();
+    })
+    .await;
+}

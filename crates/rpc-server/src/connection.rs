@@ -295,6 +295,7 @@ async fn serve_halves<R, W>(
             break;
         }
         let was_stopping = stopping;
+        let stall_at = outbox.budget_stall();
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
@@ -337,6 +338,15 @@ async fn serve_halves<R, W>(
                     outbox.take_pooled(pooled);
                 }
             }
+            // An async block: disabled branches are still built, and a bare
+            // `sleep_until` would clone the runtime handle on every turn.
+            _ = async { if let Some(at) = stall_at { tokio::time::sleep_until(at).await } }, if stall_at.is_some() => {
+                if outbox.budget_stall().is_some_and(|at| at <= tokio::time::Instant::now()) {
+                    let n = outbox.give_back_budget();
+                    warn!(%peer, reservations = n,
+                        "the client took no answer for a while: its share of the frame budget goes back");
+                }
+            }
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
                 Stop::Closed => break,
@@ -352,6 +362,10 @@ async fn serve_halves<R, W>(
             },
         }
     }
+    // Calls still running here are abandoned (a forced stop, a broken
+    // connection): the server may have run them, so the client must not be
+    // told "not run" (`TooManyConnections`) for them.
+    let abandoned = calls() > 0;
     drop(direct);
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
@@ -360,11 +374,17 @@ async fn serve_halves<R, W>(
         // Answers of calls still running have nobody to go to.
         pooled.close();
     }
-    if let Some(error) = &evicted {
-        // After every answer: the client fails only what is still pending.
+    if let Some(error) = evicted.as_ref().filter(|_| !abandoned) {
+        // After every answer: the client fails only what is still pending,
+        // and nothing is pending that the server ran.
         outbox.push(OutFrame::error(CONNECTION_REQUEST_ID, 0, error));
     }
     let written = tokio::select! {
+        biased;
+        _ = ctx.force_close.cancelled() => {
+            close.close("server shut down");
+            false
+        }
         r = outbox.finish() => match r {
             Ok(()) => true,
             Err(e) => {
@@ -372,10 +392,6 @@ async fn serve_halves<R, W>(
                 false
             }
         },
-        _ = ctx.force_close.cancelled() => {
-            close.close("server shut down");
-            false
-        }
         _ = tokio::time::sleep(Duration::from_secs(5)) => {
             close.close("answers not written within 5 s of closing");
             false
@@ -418,6 +434,11 @@ fn answer_too_large<W: AsyncWrite + Unpin>(
         outbox.push(OutFrame::error(id, header.serializer, &err));
     }
 }
+
+/// How long a client may leave answers unread while their requests hold part
+/// of the frame budget (at most; half the idle timeout when shorter); then the
+/// budget goes back to the other connections.
+const BUDGET_STALL: Duration = Duration::from_secs(10);
 
 /// Why a connection closes when the server is forced down.
 const FORCED_CLOSE: &str = "server shut down before this connection's calls finished";
@@ -565,6 +586,11 @@ struct Outbox<W> {
     /// The frame budget of the large requests whose answers are in `buf`,
     /// given back once `buf` is written out.
     held: Vec<Reserved>,
+    /// While `held` is not empty: when the client last took answer bytes.
+    held_progress: Option<tokio::time::Instant>,
+    /// [`BUDGET_STALL`], or half the idle timeout when that is shorter (a
+    /// connection not read for the idle timeout is closed anyway).
+    budget_stall: Duration,
     /// Bytes at the front of `buf` already written.
     written: usize,
     max_frame: usize,
@@ -579,6 +605,8 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             // Empty until the first answer: an idle connection costs nothing here.
             buf: BytesMut::new(),
             held: Vec::new(),
+            held_progress: None,
+            budget_stall: BUDGET_STALL.min(transport.idle_timeout / 2),
             written: 0,
             max_frame: transport.max_frame_size,
             max_batch: transport.max_batch_bytes.max(1),
@@ -596,7 +624,28 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     fn hold(&mut self, reserved: Option<Reserved>) {
         if let Some(reserved) = reserved {
             self.held.push(reserved);
+            self.held_progress
+                .get_or_insert_with(tokio::time::Instant::now);
         }
+    }
+
+    /// When the budget held for unwritten answers is given back anyway: the
+    /// client has taken no answer byte for [`BUDGET_STALL`] (or half the idle
+    /// timeout, when shorter). `None` while
+    /// nothing is held or nothing waits to be written.
+    fn budget_stall(&self) -> Option<tokio::time::Instant> {
+        if self.held.is_empty() || self.is_empty() {
+            return None;
+        }
+        self.held_progress.map(|at| at + self.budget_stall)
+    }
+
+    /// Gives the held budget back (the answers' memory stays, bounded by this
+    /// connection's high-water mark): a client that does not read must not
+    /// hold the budget every other connection shares.
+    fn give_back_budget(&mut self) -> usize {
+        self.held_progress = None;
+        std::mem::take(&mut self.held).len()
     }
 
     /// Moves the answers the worker pool has encoded so far to the end of the
@@ -607,6 +656,10 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             self.written = 0;
         }
         pooled.take(&mut self.buf, &mut self.held, 4 * self.max_batch);
+        if !self.held.is_empty() {
+            self.held_progress
+                .get_or_insert_with(tokio::time::Instant::now);
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -629,6 +682,9 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
                 Poll::Ready(Ok(n)) => {
                     self.written += n;
                     self.counters.add_out(n as u64);
+                    if !self.held.is_empty() {
+                        self.held_progress = Some(tokio::time::Instant::now());
+                    }
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(format!("write failed: {e}"))),
                 Poll::Pending => return Poll::Pending,
@@ -647,6 +703,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         }
         self.written = 0;
         self.held.clear();
+        self.held_progress = None;
         Poll::Ready(Ok(()))
     }
 

@@ -123,6 +123,13 @@ pub(crate) fn finish_call(
     outcome: std::thread::Result<Result<Bytes, RpcError>>,
 ) -> Result<Bytes, RpcError> {
     let result = match outcome {
+        // A handler's own "not run" error (a gateway passing on a downstream
+        // refusal, say) must not tell the caller this call did not run here:
+        // the caller would retry a call that ran. Only the server's own
+        // refusals send those statuses.
+        Ok(Err(e @ (RpcError::ShuttingDown | RpcError::TooManyConnections { .. }))) => {
+            Err(RpcError::Handler(e.to_string()))
+        }
         Ok(r) => r,
         Err(panic) => Err(RpcError::Handler(format!(
             "handler {}.{} panicked: {}",

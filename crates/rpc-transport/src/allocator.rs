@@ -20,20 +20,37 @@
 //!   that had large frames goes idle, at most once per [`MIN_INTERVAL`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The least time between two trims, process-wide.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// When the last trim ran, in ms since the Unix epoch (0: never).
+/// When the last trim ran, in ms after [`epoch`] (0: never).
 static LAST_TRIM_MS: AtomicU64 = AtomicU64::new(0);
 /// A trim is scheduled and has not started yet: later requests join it.
 static SCHEDULED: AtomicBool = AtomicBool::new(false);
 
+/// A monotonic origin for the times above (a wall clock stepping back would
+/// stretch the wait).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    // +1: 0 means "never".
+    epoch().elapsed().as_millis() as u64 + 1
+}
+
+/// Clears [`SCHEDULED`] however the scheduled trim ends: run, or dropped
+/// with its runtime before it ran.
+struct Scheduled;
+
+impl Drop for Scheduled {
+    fn drop(&mut self) {
+        SCHEDULED.store(false, Ordering::Release);
+    }
 }
 
 /// Asks the allocator to return freed memory: now, or — when the last trim
@@ -46,10 +63,16 @@ pub fn release_freed() {
     if SCHEDULED.swap(true, Ordering::AcqRel) {
         return;
     }
-    let due = LAST_TRIM_MS.load(Ordering::Acquire) + MIN_INTERVAL.as_millis() as u64;
+    let scheduled = Scheduled;
+    let last = LAST_TRIM_MS.load(Ordering::Acquire);
+    let due = if last == 0 {
+        0
+    } else {
+        last + MIN_INTERVAL.as_millis() as u64
+    };
     let wait = Duration::from_millis(due.saturating_sub(now_ms()));
-    let run = || {
-        SCHEDULED.store(false, Ordering::Release);
+    let run = move || {
+        drop(scheduled);
         LAST_TRIM_MS.store(now_ms(), Ordering::Release);
         trim();
     };

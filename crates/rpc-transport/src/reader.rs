@@ -18,7 +18,10 @@
 //!   connection lives. With a [`FrameBudget`], the reader reserves the frame's
 //!   size before it reads the body, and waits (not reading, so TCP pushes back)
 //!   while the budget is spent; the reservation comes out with the frame, for
-//!   the caller to hold as long as the call holds memory for it.
+//!   the caller to hold as long as the call holds memory for it. A frame that
+//!   holds a reservation must arrive at [`LARGE_FRAME_MIN_RATE`] or faster
+//!   (after [`LARGE_FRAME_GRACE`]), or the connection is closed: a peer cannot
+//!   pin the shared budget by announcing a large frame and dribbling its body.
 //! - **An idle connection holds almost nothing.** When nothing arrives for
 //!   [`IDLE_RELEASE`] while the read buffer holds more than [`IDLE_KEEP`]
 //!   bytes, or after large frames, the buffer is let go and starts small
@@ -90,6 +93,34 @@ struct LargeFrame {
     total: usize,
     /// Its share of the endpoint's budget, held as long as the frame's memory.
     reserved: Option<Reserved>,
+    /// With a reservation: when the frame must be complete (see
+    /// [`large_frame_deadline`]); a peer cannot hold budget by stalling.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// A frame holding part of a [`FrameBudget`] must arrive at this rate or
+/// faster (after [`LARGE_FRAME_GRACE`]), or its connection is closed: the
+/// budget is shared, and a peer that announces a large frame and then
+/// dribbles its body would otherwise hold its share for as long as it likes.
+pub const LARGE_FRAME_MIN_RATE: u64 = 1 << 20;
+
+/// The time a budgeted frame gets on top of its size at [`LARGE_FRAME_MIN_RATE`].
+pub const LARGE_FRAME_GRACE: Duration = Duration::from_secs(10);
+
+/// The error of a budgeted frame of `total` bytes that had only `got` at its deadline.
+fn too_slow(total: usize, got: usize) -> RpcError {
+    RpcError::Protocol(format!(
+        "a {total}-byte frame arrived too slowly ({got} bytes in {:?}); a frame holding part of \
+         the frame budget must arrive at {} KiB/s or faster, after {:?}",
+        large_frame_deadline(total),
+        LARGE_FRAME_MIN_RATE >> 10,
+        LARGE_FRAME_GRACE
+    ))
+}
+
+/// How long a budgeted frame of `total` bytes may take to arrive.
+pub fn large_frame_deadline(total: usize) -> Duration {
+    LARGE_FRAME_GRACE + Duration::from_millis(total as u64 * 1000 / LARGE_FRAME_MIN_RATE)
 }
 
 impl LargeFrame {
@@ -192,7 +223,19 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             // the adaptive buffer (sized for the frame whose header is there).
             let n = if let Some(large) = &mut self.large {
                 let rest = large.total - large.buf.len();
-                self.io.read_buf(&mut (&mut large.buf).limit(rest)).await?
+                let mut into = (&mut large.buf).limit(rest);
+                let read = match &mut large.deadline {
+                    None => Some(self.io.read_buf(&mut into).await?),
+                    Some(deadline) => tokio::select! {
+                        biased;
+                        n = self.io.read_buf(&mut into) => Some(n?),
+                        _ = deadline.as_mut() => None,
+                    },
+                };
+                match read {
+                    Some(n) => n,
+                    None => return Err(too_slow(large.total, large.buf.len())),
+                }
             } else {
                 let header = match self.skip {
                     0 => read_header(self.buf.buffer())?,
@@ -297,11 +340,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let small = self.buf.buffer();
         buf.extend_from_slice(small);
         small.clear();
+        let deadline = reserved
+            .is_some()
+            .then(|| Box::pin(tokio::time::sleep(large_frame_deadline(total))));
         self.large = Some(LargeFrame {
             header,
             buf,
             total,
             reserved,
+            deadline,
         });
     }
 
@@ -471,6 +518,28 @@ mod tests {
             .await
             .expect("read once the first frame is gone");
         assert_eq!(frame(second.unwrap()).header.request_id, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_budgeted_frame_that_stalls_closes_the_connection_and_gives_its_budget_back() {
+        let (mut tx, rx) = tokio::io::duplex(1 << 16);
+        let budget = FrameBudget::new(1 << 20);
+        let mut reader = FrameReader::new(rx, 16 << 20, 512, 4096).with_budget(budget.clone());
+        let bytes = request(1, 300_000);
+        // The header and a little of the body, then nothing (the peer stays).
+        tx.write_all(&bytes[..1000]).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let err = reader.next().await.unwrap_err();
+        let waited = started.elapsed();
+        assert!(err.to_string().contains("too slowly"), "{err}");
+        assert!(
+            waited >= large_frame_deadline(bytes.len())
+                && waited < large_frame_deadline(bytes.len()) * 2,
+            "closed after {waited:?}"
+        );
+        drop(reader);
+        assert_eq!(budget.available(), 1 << 20, "the share is back");
+        drop(tx);
     }
 
     #[tokio::test(start_paused = true)]
