@@ -404,6 +404,8 @@ async fn serve_halves<R, W>(
         // makes the kernel send a reset, which can destroy answers the client
         // has not read yet. Requests read here are not run; their callers get
         // the connection's close as error.
+        // Frames read here are dropped at once: they take no budget.
+        reader.leave_budget();
         let drain = async { while let Ok(Some(_)) = reader.next().await {} };
         tokio::select! {
             _ = drain => {}

@@ -211,6 +211,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         self
     }
 
+    /// Stops reserving from the budget (and gives up a reservation being
+    /// waited for): for a reader whose frames are only discarded now.
+    pub fn leave_budget(&mut self) {
+        self.budget = None;
+        self.reserving = None;
+    }
+
     /// The next frame (or over-size announcement); `Ok(None)` on a clean end
     /// of stream between frames. A stream that ends inside a frame, or bytes
     /// that are not a frame, are errors.
