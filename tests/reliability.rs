@@ -78,6 +78,7 @@ impl Tally {
             RpcError::ConnectionClosed { .. } => "connection closed",
             RpcError::Write { .. } => "write",
             RpcError::ShuttingDown => "shutting down",
+            RpcError::NotSent { .. } => "not sent",
             RpcError::Closed(_) => "client closed",
             RpcError::Timeout { .. } => "timeout",
             _ => "other",
@@ -532,6 +533,7 @@ async fn graceful_shutdown_under_load_answers_every_accepted_call_and_fails_the_
                                     | RpcError::ConnectionClosed { .. }
                                     | RpcError::Connect { .. }
                                     | RpcError::Write { .. }
+                                    | RpcError::NotSent { .. }
                                     | RpcError::Closed(_)
                             );
                             if !clear {

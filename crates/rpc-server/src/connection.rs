@@ -186,6 +186,8 @@ async fn serve_halves<R, W>(
     let mut stopping = false;
     // Set once evicted: the answer to new requests and the connection's last frame.
     let mut evicted: Option<RpcError> = None;
+    // The loop ended by a graceful stop with every call answered.
+    let mut drained = false;
     let mut call_activity: CallActivity = ticket.activity();
     // A frame read by the `select!` below, handled at the top of the next turn
     // together with every frame already buffered behind it.
@@ -285,6 +287,7 @@ async fn serve_halves<R, W>(
         }
 
         if stopping && calls() == 0 && next_frame.is_none() {
+            drained = true;
             break;
         }
         let can_read = calls() < max_in_flight && outbox.has_room();
@@ -374,9 +377,17 @@ async fn serve_halves<R, W>(
         // Answers of calls still running have nobody to go to.
         pooled.close();
     }
-    if let Some(error) = evicted.as_ref().filter(|_| !abandoned) {
-        // After every answer: the client fails only what is still pending,
-        // and nothing is pending that the server ran.
+    // After every answer, a connection-level "not run" for whatever is still
+    // pending at the client (sent but not read here, or read during the
+    // linger below): nothing pending then is a call the server ran, so the
+    // client may retry it anywhere. Like HTTP/2's GOAWAY. Never after
+    // abandoned calls, which may have run.
+    let goodbye = match &evicted {
+        Some(error) if !abandoned => Some(error.clone()),
+        None if drained => Some(RpcError::ShuttingDown),
+        _ => None,
+    };
+    if let Some(error) = &goodbye {
         outbox.push(OutFrame::error(CONNECTION_REQUEST_ID, 0, error));
     }
     let written = tokio::select! {
