@@ -11,13 +11,14 @@
 //! | 0    | `max_frame_size`: 64..=4096 |
 //! | 1    | `read_max`: 64..=1024 (frames above get their own allocation) |
 //! | 2    | `read_min`: 64..=1024 (may exceed `read_max`) |
-//! | 3    | flags: bit 0 budget, bit 1 cancel `next()` when it is `Pending`, bit 2 drain with `try_next_buffered`, bits 4-5 a `Pending` every 0/2/3/5 reads |
+//! | 3    | flags: bit 0 budget, bit 1 cancel `next()` when it is `Pending`, bit 2 drain with `try_next_buffered`, bits 4-5 a `Pending` every 0/2/3/5 reads, bits 6-7 keep the last 0-3 frames alive (as calls in flight would; their budget reservations are dropped at once) |
 //! | 4    | budget bytes: 64..=16384 |
 //! | 5-8  | read chunk sizes, cycled (see [`chunk_size`]) |
 //!
 //! Run: `cd fuzz && cargo fuzz run --sanitizer none frame_reader corpus/frame_reader seeds/frame_reader -- -max_total_time=60`
 #![no_main]
 
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::{pin, Pin};
@@ -76,7 +77,8 @@ impl AsyncRead for Chunked<'_> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         this.reads += 1;
-        if this.pending_every != 0 && this.reads % this.pending_every == 0 && !this.pended {
+        if this.pending_every != 0 && this.reads.is_multiple_of(this.pending_every) && !this.pended
+        {
             this.pended = true;
             cx.waker().wake_by_ref();
             return Poll::Pending;
@@ -130,28 +132,61 @@ fn reference(data: &[u8], max_frame_size: usize) -> (Vec<Expected>, bool) {
     }
 }
 
+/// `buffer_capacity()`'s bound as the code sizes things today (always below
+/// the generous bound). `own` = max(read_max, read_min): frames above it get
+/// their own allocation; `s` = the largest read size (sizes are powers of two
+/// from 512 up, covering `own`). One allocation of the adaptive buffer holds
+/// at most either fewer than a header's bytes, a read and half a read of
+/// slack (no frame length known), or a partial frame of at most `own` bytes
+/// and a read (frame length known). `held()` counts an allocation as up to
+/// `own` more than it is (it adds the buffered bytes to a capacity that
+/// includes them). The buffer and its two spares are three such; a large
+/// frame's allocation is its exact size, at most `max_frame_size`.
+fn tight_bound(max_frame_size: usize, own: usize) -> usize {
+    let s = own.next_power_of_two().max(512);
+    let one = (28 + s + s / 2).max(own + s);
+    3 * (one + own) + max_frame_size
+}
+
 struct Check<'a> {
     expected: &'a [Expected],
     seen: usize,
     max_frame_size: usize,
     own_allocation_above: usize,
     budget: Option<FrameBudget>,
+    /// What the reader may hold at any time, whatever the sizing details.
     bound: usize,
+    /// What the sizing rules of `read_buffer.rs` and `reader.rs`, as written,
+    /// let it hold (see [`tight_bound`]).
+    tight: usize,
+    /// The last frames, kept alive (at most `hold`).
+    held: VecDeque<Frame>,
+    hold: usize,
 }
 
 impl Check<'_> {
     fn capacity(&self, capacity: usize) {
         assert!(
             capacity <= self.bound,
-            "the reader holds {capacity} bytes, over the bound {} (max_frame_size {}, read_max {})",
+            "the reader holds {capacity} bytes, over the bound {} \
+             (max_frame_size {}, max(read_max, read_min) {})",
             self.bound,
+            self.max_frame_size,
+            self.own_allocation_above
+        );
+        assert!(
+            capacity <= self.tight,
+            "the reader holds {capacity} bytes, more than the read buffer's sizing rules \
+             allow ({}; max_frame_size {}, max(read_max, read_min) {}): a regression, or \
+             the rules changed and tight_bound must follow",
+            self.tight,
             self.max_frame_size,
             self.own_allocation_above
         );
     }
 
-    /// One item from the reader: the next one expected; dropped here, with
-    /// its reservation.
+    /// One item from the reader: the next one expected. Its reservation is
+    /// dropped here; the frame too, or kept among the last `hold` frames.
     fn item(&mut self, inbound: Inbound) {
         let expected = self.expected.get(self.seen);
         self.seen += 1;
@@ -176,8 +211,11 @@ impl Check<'_> {
                     }
                     (_, None) => {}
                 }
-                drop(frame);
                 drop(reserved);
+                self.held.push_back(frame);
+                if self.held.len() > self.hold {
+                    self.held.pop_front();
+                }
                 if let Some(budget) = &self.budget {
                     assert_eq!(budget.available(), budget.bytes(), "given back");
                 }
@@ -214,6 +252,7 @@ fuzz_target!(|data: &[u8]| {
     let cancel = flags & 2 != 0;
     let drain = flags & 4 != 0;
     let pending_every = [0, 2, 3, 5][((flags >> 4) & 3) as usize];
+    let hold = (flags >> 6) as usize;
     let budget = with_budget.then(|| FrameBudget::new(scale(p[4], 64, 16384)));
     let io = Chunked {
         data: stream,
@@ -232,11 +271,13 @@ fuzz_target!(|data: &[u8]| {
         max_frame_size,
         own_allocation_above,
         budget: budget.clone(),
-        // The adaptive buffer's allocation and its two spares, each at most a
-        // few read sizes (read sizes round up to a power of two, at least
-        // 512, and a new allocation adds half a read of slack), plus one
-        // large frame's own allocation (at most max_frame_size): generous.
+        held: VecDeque::new(),
+        hold,
+        // The adaptive buffer's allocation and its two spares, each a few
+        // read sizes at most, plus one large frame's own allocation (at most
+        // max_frame_size): generous, so only unbounded growth trips it.
         bound: 4 * (max_frame_size + own_allocation_above) + (64 << 10),
+        tight: tight_bound(max_frame_size, own_allocation_above),
     };
 
     let mut reader = FrameReader::new(io, max_frame_size, read_min, read_max);
