@@ -145,7 +145,7 @@ impl AdaptiveReadBuffer {
     /// Bytes this buffer keeps alive: its allocation (also the part frames
     /// split off it use) and its spares.
     pub fn held(&self) -> usize {
-        let own = self.buf_size.max(self.buf.len() + self.buf.capacity());
+        let own = self.buf_size.max(self.buf.capacity());
         own + self.spares.iter().map(|s| s.size).sum::<usize>()
     }
 
@@ -173,7 +173,7 @@ impl AdaptiveReadBuffer {
     /// Makes room for the next read and returns the buffer to read into.
     /// `frame_len` is the total size of the frame being assembled, when known.
     pub fn prepare(&mut self, frame_len: Option<usize>) -> &mut BytesMut {
-        self.buf_size = self.buf_size.max(self.buf.len() + self.buf.capacity());
+        self.buf_size = self.buf_size.max(self.buf.capacity());
         let mut want = self.next_read_size();
         if self.starting && self.buf.is_empty() {
             // Nothing buffered and no read has filled its offer yet: stay small.
