@@ -70,6 +70,10 @@ async fn client(url: &str, balancer: Balancer, tries: u32) -> WhereClient {
             .service(WhereClient::SERVICE)
             .balancer(balancer)
             .max_try_count(tries)
+            // The crash tests fail calls over that were running on the dead
+            // server: a call that may have run is retried only when it may
+            // run twice, and `Where`'s calls may.
+            .idempotent("Where", "*")
             .build()
             .await
             .unwrap(),
@@ -172,7 +176,7 @@ async fn a_crashed_server_fails_over_expires_with_its_lease_and_rejoins() {
         let key = key_owned_by(&hashing, "A").await;
         let on_a = hashing.with_options(CallOptions::default().with_hash_key(key.clone()));
 
-        // A crashes with a call pending on it: the call is retried elsewhere.
+        // A crashes with a call pending on it: the call (idempotent) is retried elsewhere.
         let pending = {
             let on_a = on_a.clone();
             tokio::spawn(async move { on_a.slow(300).await })
