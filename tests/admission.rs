@@ -35,18 +35,6 @@ use tokio_util::sync::CancellationToken;
 /// 2-core machine, and the dribblers of one would slow the others.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Polls `cond` every few ms until it holds or `within` passes; true when it held.
-async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    cond()
-}
-
 /// A brisk `Calc` client with `connections` fixed connections.
 async fn calc_client(addr: SocketAddr, connections: usize, tries: u32) -> (Client, CalcClient) {
     let client = Client::builder()

@@ -18,18 +18,6 @@ use common::*;
 
 const MIB: usize = 1 << 20;
 
-/// Polls `cond` every few ms until it holds or `within` passes.
-async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    cond()
-}
-
 fn one_connection(addr: SocketAddr, max_frame_size: usize) -> ClientConfig {
     let mut config = ClientConfig {
         addr: addr.to_string(),

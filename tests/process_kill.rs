@@ -332,18 +332,6 @@ fn spawn_callers(
         .collect()
 }
 
-/// Polls `cond` until it holds or `within` passes; true when it held.
-async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    cond()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_server_process_fails_calls_cleanly_and_traffic_resumes_after_restart() {
     bounded(120, async {

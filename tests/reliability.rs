@@ -37,19 +37,6 @@ async fn calc_client(addr: SocketAddr, timeout: Duration, tries: u32) -> CalcCli
     CalcClient::new(c)
 }
 
-/// Polls `cond` every few ms until it holds or `within` passes; true when it held.
-/// Used to wait for counters that other tasks advance (an event, bounded).
-async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    cond()
-}
-
 /// Per-run tallies of the callers; `issued` is bumped before the call starts, one
 /// of `ok` / `err` after it resolves, so `ok + err == issued` proves that every
 /// call resolved exactly once (none hung, none was answered twice).

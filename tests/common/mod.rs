@@ -182,3 +182,16 @@ pub async fn raw_answer_status(
     .ok()
     .flatten()
 }
+
+/// Polls `cond` every 2 ms until it holds or `within` passes; true when it held
+/// (waits on counters other tasks advance: an event, bounded).
+pub async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    cond()
+}

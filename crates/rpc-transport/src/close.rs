@@ -121,6 +121,15 @@ impl CloseSignal {
             })
     }
 
+    /// The error of a request that never left on this connection: the error
+    /// the peer closed it with, when it sent one, else `NotSent` with `why`.
+    pub fn not_sent_error(&self, peer: &str, why: impl FnOnce() -> String) -> RpcError {
+        self.typed_error().unwrap_or_else(|| RpcError::NotSent {
+            peer: peer.to_owned(),
+            reason: why(),
+        })
+    }
+
     /// The error the connection was closed with by [`close_with`](Self::close_with), if any.
     pub fn typed_error(&self) -> Option<RpcError> {
         self.closed.get().and_then(|c| c.error.clone())

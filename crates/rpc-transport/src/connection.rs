@@ -76,13 +76,9 @@ impl Shared {
     /// queued: the error the server closed it with, if it sent one, else
     /// `NotSent`.
     fn not_sent(&self) -> RpcError {
-        if let Some(error) = self.close.typed_error() {
-            return error;
-        }
-        RpcError::NotSent {
-            peer: self.peer.to_string(),
-            reason: format!("the connection closed ({})", self.close.reason()),
-        }
+        self.close.not_sent_error(&self.peer, || {
+            format!("the connection closed ({})", self.close.reason())
+        })
     }
 }
 

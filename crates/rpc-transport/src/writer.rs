@@ -149,28 +149,25 @@ impl Shared {
     /// Why a frame offered now cannot be queued: it never leaves, so the
     /// error says it was not sent.
     fn closed_error(&self) -> RpcError {
-        let reason = if self.close.is_closed() {
-            format!("the connection closed ({})", self.close.reason())
-        } else if let Some(reason) = self.close.write_error() {
-            format!("an earlier write on the connection failed ({reason})")
-        } else {
-            "the connection's writer stopped".to_owned()
-        };
-        RpcError::NotSent {
-            peer: self.peer.to_string(),
-            reason,
-        }
+        self.close.not_sent_error(&self.peer, || {
+            if self.close.is_closed() {
+                format!("the connection closed ({})", self.close.reason())
+            } else if let Some(reason) = self.close.write_error() {
+                format!("an earlier write on the connection failed ({reason})")
+            } else {
+                "the connection's writer stopped".to_owned()
+            }
+        })
     }
 
     /// The error of a frame that was queued but never written.
     fn unsent_error(&self) -> RpcError {
-        RpcError::NotSent {
-            peer: self.peer.to_string(),
-            reason: format!(
+        self.close.not_sent_error(&self.peer, || {
+            format!(
                 "the connection closed before the frame was written ({})",
                 self.close.reason()
-            ),
-        }
+            )
+        })
     }
 }
 
