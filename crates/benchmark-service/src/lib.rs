@@ -7,8 +7,10 @@
 //! CSV, SVG and HTML output). It must not reach into brisk's internals: it uses
 //! brisk through the public facade, like any user.
 
+pub mod players;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 pub mod server;
 pub mod service;
 pub mod store;

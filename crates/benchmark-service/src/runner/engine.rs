@@ -20,20 +20,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::{Client, ClientConfig, ConnectType, RpcError};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::players::{brisk::BriskOptions, CallError, ClientSetup, Player, PlayerClient};
 use crate::report::{
     dubbo_report, round_report, scene_line, DubboScene, LatencyRecorder, ProgressTicker,
     RoundStats, SceneResult, TestEnvironment, DEFAULT_PROGRESS_INTERVAL,
 };
 use crate::server::process_cpu_seconds;
-use crate::service::BenchmarkServiceClient;
 
-use super::plan::{CallMode, ConnectKind, Plan, Scenario, Scene};
+use super::plan::{CallMode, Plan, Scenario, Scene};
 use super::RunError;
 
 /// Shortest round whose server CPU % is reported.
@@ -50,7 +49,7 @@ pub struct ErrorTally {
 
 impl ErrorTally {
     /// Counts one error.
-    pub fn note(&self, error: &RpcError) {
+    pub fn note(&self, error: &CallError) {
         let mut text = error.to_string();
         if text.len() > 120 {
             let mut cut = 120;
@@ -77,138 +76,11 @@ impl ErrorTally {
     }
 }
 
-/// How a scene's calls reach the server.
-#[derive(Clone)]
-enum Target {
-    /// One client (and its connections) shared by every caller.
-    Shared(BenchmarkServiceClient),
-    /// A new client and connection per call, closed after it.
-    PerCall(Arc<ClientConfig>),
-}
-
-impl Target {
-    async fn call(&self, scenario: Scenario, key: i64, payload: &Bytes) -> Result<(), RpcError> {
-        match self {
-            Target::Shared(svc) => call_once(svc, scenario, key, payload).await,
-            Target::PerCall(config) => {
-                let client = Client::builder().config((**config).clone()).build().await?;
-                let svc = BenchmarkServiceClient::new(client.clone());
-                let result = call_once(&svc, scenario, key, payload).await;
-                client.close();
-                result
-            }
-        }
-    }
-
-    fn close(&self) {
-        if let Target::Shared(svc) = self {
-            svc.client().close();
-        }
-    }
-}
-
-async fn call_once(
-    svc: &BenchmarkServiceClient,
-    scenario: Scenario,
-    key: i64,
-    payload: &Bytes,
-) -> Result<(), RpcError> {
-    match scenario {
-        Scenario::Nth => svc.do_nothing().await,
-        Scenario::Cache => svc.get_message_from_cache(key).await.map(drop),
-        Scenario::File => svc.get_message_from_file(key).await.map(drop),
-        Scenario::Db => svc.get_message_from_db(key).await.map(drop),
-        Scenario::Echo => {
-            let back = svc.echo(brisk::Payload(payload.clone())).await?;
-            if back.len() == payload.len() {
-                Ok(())
-            } else {
-                Err(RpcError::Protocol(format!(
-                    "echo returned {} bytes for {}",
-                    back.len(),
-                    payload.len()
-                )))
-            }
-        }
-    }
-}
-
-/// The target string of servers found in a registry: the registry URL with the balancer
-/// as its fragment, `etcd://127.0.0.1:2379#round_robin` (what `--registry` and `--balancer`
-/// make; [`client_config`] and [`probe`] understand it wherever a `host:port` goes).
-pub fn registry_target(url: &str, balancer: brisk::client::Balancer) -> String {
-    format!("{url}#{balancer}")
-}
-
-/// Points `config` at `target`: a `host:port`, or a [`registry_target`] — then the client
-/// discovers every `BenchmarkService` server in the registry and spreads calls over them.
-pub fn apply_target(config: &mut ClientConfig, target: &str) {
-    if !target.contains("://") {
-        config.addr = target.to_owned();
-        return;
-    }
-    let (url, balancer) = match target.rsplit_once('#') {
-        Some((url, balancer)) => (url, balancer.parse().ok()),
-        None => (target, None),
-    };
-    config.registry = Some(url.to_owned());
-    config.service = Some(BenchmarkServiceClient::SERVICE.to_owned());
-    if let Some(balancer) = balancer {
-        config.balancer = balancer;
-    }
-}
-
-/// The client configuration of a scene (jkrpc's benchmark used `maxTryCount` 1).
-pub fn client_config(scene: &Scene, addr: &str, timeout: Duration) -> ClientConfig {
-    let mut c = ClientConfig {
-        write_mode: scene.write_mode,
-        serializer: scene.serializer,
-        request_timeout: timeout,
-        max_try_count: 1,
-        ..ClientConfig::default()
-    };
-    apply_target(&mut c, addr);
-    let n = scene.connections.max(1) as usize;
-    match scene.connect {
-        ConnectKind::Reused => c.connect_type = ConnectType::Reused,
-        ConnectKind::Pooled => {
-            c.connect_type = ConnectType::Pooled;
-            c.max_connections = n;
-            c.min_connections = c.min_connections.min(n);
-        }
-        ConnectKind::Fixed => {
-            c.connect_type = ConnectType::Fixed;
-            c.connections = n;
-        }
-        ConnectKind::PerCall => {
-            c.connect_type = ConnectType::Fixed;
-            c.connections = 1;
-        }
-    }
-    c
-}
-
-/// Builds a client for `config` and makes one `do_nothing` call: the check that the server
-/// is reachable before a run starts.
-pub async fn probe(addr: &str, timeout: Duration) -> Result<(), RpcError> {
-    let mut config = ClientConfig {
-        connections: 1,
-        request_timeout: timeout,
-        max_try_count: 1,
-        ..ClientConfig::default()
-    };
-    apply_target(&mut config, addr);
-    let client = Client::builder().config(config).build().await?;
-    let result = BenchmarkServiceClient::new(client.clone())
-        .do_nothing()
-        .await;
-    client.close();
-    result
-}
+pub use crate::players::brisk::{apply_target, client_config, probe, registry_target};
 
 /// What every caller of a round shares.
 struct RoundCtx {
-    target: Target,
+    client: PlayerClient,
     scenario: Scenario,
     payload: Bytes,
     call_mode: CallMode,
@@ -220,7 +92,7 @@ struct RoundCtx {
 }
 
 impl RoundCtx {
-    fn record(&self, rec: &mut LatencyRecorder, elapsed: Duration, result: Result<(), RpcError>) {
+    fn record(&self, rec: &mut LatencyRecorder, elapsed: Duration, result: Result<(), CallError>) {
         match result {
             Ok(()) => rec.record_ok(elapsed),
             Err(e) => {
@@ -237,17 +109,28 @@ fn key_of(i: u64) -> i64 {
     (i % 10 + 1) as i64
 }
 
-async fn sync_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder {
+impl RoundCtx {
+    /// One checked call: the player's call, then the reply checked against what was asked.
+    async fn call(&self, caller: usize, key: i64) -> Result<(), CallError> {
+        let reply = self
+            .client
+            .call(caller, self.scenario, key, &self.payload)
+            .await?;
+        reply.check(self.scenario, key, &self.payload)
+    }
+}
+
+async fn sync_worker(ctx: Arc<RoundCtx>, caller: usize, start: u64, n: u64) -> LatencyRecorder {
     let mut rec = LatencyRecorder::new();
     for i in start..start + n {
         let t = Instant::now();
-        let result = ctx.target.call(ctx.scenario, key_of(i), &ctx.payload).await;
+        let result = ctx.call(caller, key_of(i)).await;
         ctx.record(&mut rec, t.elapsed(), result);
     }
     rec
 }
 
-async fn async_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder {
+async fn async_worker(ctx: Arc<RoundCtx>, caller: usize, start: u64, n: u64) -> LatencyRecorder {
     let mut rec = LatencyRecorder::new();
     let mut in_flight = JoinSet::new();
     for i in start..start + n {
@@ -260,10 +143,7 @@ async fn async_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder
         let call_ctx = ctx.clone();
         in_flight.spawn(async move {
             let t = Instant::now();
-            let result = call_ctx
-                .target
-                .call(call_ctx.scenario, key_of(i), &call_ctx.payload)
-                .await;
+            let result = call_ctx.call(caller, key_of(i)).await;
             drop(permit);
             (t.elapsed(), result)
         });
@@ -281,14 +161,14 @@ async fn async_worker(ctx: Arc<RoundCtx>, start: u64, n: u64) -> LatencyRecorder
 fn record_joined(
     ctx: &RoundCtx,
     rec: &mut LatencyRecorder,
-    done: Result<(Duration, Result<(), RpcError>), tokio::task::JoinError>,
+    done: Result<(Duration, Result<(), CallError>), tokio::task::JoinError>,
 ) {
     match done {
         Ok((elapsed, result)) => ctx.record(rec, elapsed, result),
         Err(e) => ctx.record(
             rec,
             Duration::ZERO,
-            Err(RpcError::Closed(format!("call task failed: {e}"))),
+            Err(CallError::new(format!("call task failed: {e}"))),
         ),
     }
 }
@@ -310,8 +190,8 @@ async fn run_round(
         let ctx = ctx.clone();
         handles.push(tokio::spawn(async move {
             match ctx.call_mode {
-                CallMode::Sync => sync_worker(ctx, start, n).await,
-                CallMode::Async => async_worker(ctx, start, n).await,
+                CallMode::Sync => sync_worker(ctx, w as usize, start, n).await,
+                CallMode::Async => async_worker(ctx, w as usize, start, n).await,
             }
         }));
     }
@@ -351,25 +231,26 @@ pub async fn run_scene(
     server_pid: Option<u32>,
     output: SceneOutput,
 ) -> Result<SceneOutcome, RunError> {
-    let config = client_config(scene, addr, plan.timeout);
-    let target = match scene.connect {
-        ConnectKind::PerCall => Target::PerCall(Arc::new(config)),
-        _ => {
-            let client = Client::builder()
-                .config(config)
-                .build()
-                .await
-                .map_err(|e| RunError::Connect(e.to_string()))?;
-            Target::Shared(BenchmarkServiceClient::new(client))
-        }
+    let setup = ClientSetup {
+        addr,
+        connections: scene.connections,
+        timeout: plan.timeout,
+        brisk: BriskOptions {
+            connect: scene.connect,
+            write_mode: scene.write_mode,
+            serializer: scene.serializer,
+        },
     };
+    let client = PlayerClient::connect(Player::Brisk, &setup)
+        .await
+        .map_err(|e| RunError::Connect(e.to_string()))?;
     let payload = if scene.scenario == Scenario::Echo {
         Bytes::from(vec![b'x'; scene.payload as usize])
     } else {
         Bytes::new()
     };
     let ctx = Arc::new(RoundCtx {
-        target: target.clone(),
+        client: client.clone(),
         scenario: scene.scenario,
         payload,
         call_mode: scene.call_mode,
@@ -383,7 +264,7 @@ pub async fn run_scene(
         tally: Arc::new(ErrorTally::default()),
     });
     let result = run_rounds(scene, plan, &ctx, server_pid, output).await;
-    target.close();
+    client.close();
     result
 }
 

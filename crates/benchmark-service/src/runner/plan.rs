@@ -16,42 +16,8 @@ use std::time::Duration;
 
 use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
 
-/// A benchmark service method (jkbenchmark's "action").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Scenario {
-    /// `do_nothing`.
-    Nth,
-    /// `get_message_from_cache`.
-    Cache,
-    /// `get_message_from_file`.
-    File,
-    /// `get_message_from_db`.
-    Db,
-    /// `echo` with `payload` bytes.
-    Echo,
-}
-
-impl Scenario {
-    /// Every scenario, from the least to the most blocking (echo last).
-    pub const ALL: [Scenario; 5] = [
-        Scenario::Nth,
-        Scenario::Cache,
-        Scenario::File,
-        Scenario::Db,
-        Scenario::Echo,
-    ];
-
-    /// The name used on the command line and in results.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scenario::Nth => "nth",
-            Scenario::Cache => "cache",
-            Scenario::File => "file",
-            Scenario::Db => "db",
-            Scenario::Echo => "echo",
-        }
-    }
-}
+pub use crate::players::brisk::{BriskOptions, ConnectKind};
+pub use crate::scenario::Scenario;
 
 /// How callers wait for their calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,37 +38,6 @@ impl CallMode {
     }
 }
 
-/// How the client holds its connections: brisk's three connect types plus
-/// `percall`, a new connection for every call (the `ab` without `-k` case of seed 001).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConnectKind {
-    /// One shared connection per address.
-    Reused,
-    /// An elastic pool of up to `connections`.
-    Pooled,
-    /// `connections` multiplexed connections, round-robin (calls made together share a write).
-    Fixed,
-    /// A fresh client and connection for each call, closed after it.
-    PerCall,
-}
-
-impl ConnectKind {
-    /// The name used on the command line and in results.
-    pub fn name(self) -> &'static str {
-        match self {
-            ConnectKind::Reused => "reused",
-            ConnectKind::Pooled => "pooled",
-            ConnectKind::Fixed => "fixed",
-            ConnectKind::PerCall => "percall",
-        }
-    }
-
-    /// Whether the `connections` dimension means anything for this kind.
-    pub fn uses_connection_count(self) -> bool {
-        matches!(self, ConnectKind::Pooled | ConnectKind::Fixed)
-    }
-}
-
 macro_rules! display_by_name {
     ($($t:ty),*) => {$(
         impl fmt::Display for $t {
@@ -112,23 +47,7 @@ macro_rules! display_by_name {
         }
     )*};
 }
-display_by_name!(Scenario, CallMode, ConnectKind);
-
-impl FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "nth" | "nothing" => Ok(Scenario::Nth),
-            "cache" => Ok(Scenario::Cache),
-            "file" => Ok(Scenario::File),
-            "db" => Ok(Scenario::Db),
-            "echo" => Ok(Scenario::Echo),
-            other => Err(format!(
-                "unknown scenario `{other}` (expected nth, cache, file, db or echo)"
-            )),
-        }
-    }
-}
+display_by_name!(CallMode);
 
 impl FromStr for CallMode {
     type Err = String;
@@ -138,21 +57,6 @@ impl FromStr for CallMode {
             "async" => Ok(CallMode::Async),
             other => Err(format!(
                 "unknown call mode `{other}` (expected sync or async)"
-            )),
-        }
-    }
-}
-
-impl FromStr for ConnectKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "reused" | "single" => Ok(ConnectKind::Reused),
-            "pooled" | "pool" => Ok(ConnectKind::Pooled),
-            "fixed" => Ok(ConnectKind::Fixed),
-            "percall" | "per-call" | "short" => Ok(ConnectKind::PerCall),
-            other => Err(format!(
-                "unknown connect type `{other}` (expected reused, pooled, fixed or percall)"
             )),
         }
     }
