@@ -8,6 +8,7 @@
 //! brisk through the public facade, like any user.
 
 pub mod players;
+pub mod procfs;
 pub mod report;
 pub mod runner;
 pub mod scenario;

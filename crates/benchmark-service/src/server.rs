@@ -48,6 +48,8 @@ use brisk::server::{ShutdownReport, StopSignal, StopSignals};
 use brisk::{Dispatch, QueueKind, RpcError, Server, ServerConfig, ServerHandle};
 use tracing::{info, warn};
 
+use crate::players::Player;
+
 use crate::service::{BenchmarkServiceImpl, BenchmarkServiceServer};
 use crate::store::{MessageStore, StoreConfig, StoreError};
 
@@ -153,6 +155,12 @@ pub struct ServerArgs {
     #[arg(long, value_name = "N")]
     pub weight: Option<u32>,
 
+    /// Serve this player's benchmark service instead of brisk's: tarpc, tonic, volo or raw
+    /// (the same store, its own framework; brisk's dispatch and pool flags do not apply)
+    /// [default: brisk]
+    #[arg(long, value_name = "NAME")]
+    pub player: Option<Player>,
+
     /// Shut down when stdin reaches EOF (used by a parent process so the server dies with it)
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
@@ -193,6 +201,7 @@ impl ServerArgs {
         push("registry", self.registry.clone());
         push("advertise-addr", self.advertise_addr.clone());
         push("weight", self.weight.map(|n| n.to_string()));
+        push("player", self.player.map(|p| p.name().to_owned()));
         if self.exit_on_stdin_eof {
             argv.push("--exit-on-stdin-eof".to_owned());
         }
@@ -413,6 +422,91 @@ pub async fn start(args: &ServerArgs) -> Result<StartedServer, BenchError> {
         data_dir,
         io_threads,
     })
+}
+
+/// A started peer server (tarpc, tonic, volo or raw): its address and its accept task.
+#[derive(Debug)]
+pub struct StartedPeer {
+    /// The framework serving.
+    pub player: Player,
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// [`MessageStore::describe`] of the opened store.
+    pub store_description: String,
+    /// The accept loop; aborting it stops accepting (open connections end with the runtime).
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Opens the [`MessageStore`] exactly as [`start`] does and serves `player`'s benchmark service
+/// on the current runtime at `--addr`. The database pool gets one connection per I/O thread
+/// (the peers run their handlers on the runtime, like brisk's direct dispatch).
+pub async fn start_peer(args: &ServerArgs, player: Player) -> Result<StartedPeer, BenchError> {
+    let config = ServerConfig {
+        dispatch: Dispatch::Direct,
+        ..ServerConfig::default()
+    };
+    let store = MessageStore::open(args.store_config(&config)?).await?;
+    let store_description = store.describe();
+    let addr = args.addr.clone().unwrap_or_else(|| config.addr.clone());
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| BenchError::Io {
+            context: format!("{player} server: cannot bind {addr}"),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| BenchError::Io {
+        context: format!("{player} server: no local address"),
+        source,
+    })?;
+    let task = tokio::spawn(crate::players::serve_peer(player, listener, store));
+    Ok(StartedPeer {
+        player,
+        addr,
+        store_description,
+        task,
+    })
+}
+
+/// [`run`] for a peer: starts it, prints `LISTENING <ip:port>`, serves until `shutdown` (or the
+/// accept loop fails, which is an error).
+async fn serve_peer_until<F>(
+    args: &ServerArgs,
+    player: Player,
+    shutdown: F,
+) -> Result<(), BenchError>
+where
+    F: Future<Output = ShutdownCause>,
+{
+    let mut peer = start_peer(args, player).await?;
+    let mut out = std::io::stdout();
+    say(
+        &mut out,
+        &format!(
+            "{player} benchmark server\n  address          {}\n  settings         {}\n  data             {}",
+            peer.addr,
+            player.settings(),
+            peer.store_description
+        ),
+    );
+    say(&mut out, &format!("{LISTENING_PREFIX}{}", peer.addr));
+    tokio::select! {
+        cause = shutdown => {
+            peer.task.abort();
+            say(&mut out, &format!("{player} benchmark server stopped ({cause})"));
+            Ok(())
+        }
+        ended = &mut peer.task => {
+            let why = match ended {
+                Ok(Ok(())) => "the accept loop ended".to_owned(),
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            };
+            Err(BenchError::Io {
+                context: format!("{player} server stopped serving"),
+                source: std::io::Error::other(why),
+            })
+        }
+    }
 }
 
 /// The block printed at start: address, dispatch, queue, core/max threads, queue size,
@@ -640,10 +734,17 @@ pub fn run(args: ServerArgs) -> Result<(), BenchError> {
         })?;
     let result = runtime.block_on(async {
         let signals = ShutdownSignals::install(args.exit_on_stdin_eof);
-        serve_until(&args, std::io::stdout(), signals.wait()).await
+        match args.player {
+            Some(player) if player != Player::Brisk => {
+                serve_peer_until(&args, player, signals.wait()).await
+            }
+            _ => serve_until(&args, std::io::stdout(), signals.wait())
+                .await
+                .map(drop),
+        }
     });
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_TIMEOUT);
-    result.map(drop)
+    result
 }
 
 /// The address in a `LISTENING <ip:port>` line, or `None` for any other line.
@@ -742,89 +843,9 @@ pub fn wait_for_listening(
     }
 }
 
-/// CPU time (user + system, in seconds) the process `pid` has used, from `/proc/<pid>/stat`;
-/// `None` when it cannot be read (not Linux, or the process is gone).
-///
-/// The clock-tick rate comes from the process's auxiliary vector (`AT_CLKTCK` in
-/// `/proc/self/auxv`, the value `sysconf(_SC_CLK_TCK)` returns) so no libc binding is needed;
-/// when that cannot be read, 100 Hz — the value on every mainstream Linux configuration — is
-/// assumed.
-pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let ticks = parse_stat_cpu_ticks(&stat)?;
-    Some(ticks as f64 / clock_ticks_per_second() as f64)
-}
-
-/// utime + stime from the text of `/proc/<pid>/stat`. The command name (field 2) is in
-/// parentheses and may contain spaces or parentheses, so fields are counted after the last `)`:
-/// there, field 3 (state) is index 0, utime (field 14) index 11, stime (field 15) index 12.
-fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
-}
-
-fn clock_ticks_per_second() -> u64 {
-    static TICKS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        std::fs::read("/proc/self/auxv")
-            .ok()
-            .and_then(|auxv| auxv_value(&auxv, AT_CLKTCK))
-            .filter(|&hz| hz > 0)
-            .unwrap_or(100)
-    })
-}
-
-/// `AT_CLKTCK` in `<elf.h>`: the frequency of `times()`, i.e. `sysconf(_SC_CLK_TCK)`.
-const AT_CLKTCK: u64 = 17;
-
-/// Looks `key` up in an auxiliary vector: native-endian (type, value) pairs of `usize`.
-fn auxv_value(auxv: &[u8], key: u64) -> Option<u64> {
-    const WORD: usize = std::mem::size_of::<usize>();
-    auxv.chunks_exact(2 * WORD).find_map(|pair| {
-        let (k, v) = pair.split_at(WORD);
-        let word = |bytes: &[u8]| -> Option<u64> {
-            let array: [u8; WORD] = bytes.try_into().ok()?;
-            Some(usize::from_ne_bytes(array) as u64)
-        };
-        (word(k)? == key).then(|| word(v)).flatten()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_parsing_handles_odd_command_names() {
-        let stat = "1234 (my (odd) prog) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0";
-        assert_eq!(parse_stat_cpu_ticks(stat), Some(300));
-        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
-    }
-
-    #[test]
-    fn own_cpu_time_is_readable_on_linux() {
-        if cfg!(target_os = "linux") {
-            let hz = clock_ticks_per_second();
-            assert!(hz > 0);
-            let secs = process_cpu_seconds(std::process::id()).unwrap();
-            assert!(secs >= 0.0);
-        }
-        assert_eq!(process_cpu_seconds(u32::MAX), None);
-    }
-
-    #[test]
-    fn auxv_lookup() {
-        let mut v = Vec::new();
-        for (k, val) in [(6usize, 4096usize), (17, 100), (0, 0)] {
-            v.extend_from_slice(&k.to_ne_bytes());
-            v.extend_from_slice(&val.to_ne_bytes());
-        }
-        assert_eq!(auxv_value(&v, 17), Some(100));
-        assert_eq!(auxv_value(&v, 99), None);
-    }
 
     #[test]
     fn listening_lines() {

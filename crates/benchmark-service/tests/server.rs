@@ -263,6 +263,7 @@ fn to_argv_round_trips_through_clap() {
         registry: Some("etcd://127.0.0.1:2379/brisk?ttl_ms=3000".into()),
         advertise_addr: Some("10.0.0.5".into()),
         weight: Some(200),
+        player: Some(benchmark_service::players::Player::Tonic),
         exit_on_stdin_eof: true,
     };
     let argv = full.to_argv();

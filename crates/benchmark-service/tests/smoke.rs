@@ -1,13 +1,14 @@
 //! End-to-end check of the benchmark runner: the `smoke` preset through the runner API
-//! against an in-process benchmark server on SQLite in a temp dir, asserting that every
-//! scenario ran without a single failed call. Also: an unreachable server is a clear
+//! against in-process benchmark servers of every player on SQLite in a temp dir, asserting
+//! that every player ran every scenario it implements without a single failed call. Also: an unreachable server is a clear
 //! `Connect` error, and the async in-flight bound still completes every request.
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use benchmark_service::runner::{
-    run, CallMode, ConnectKind, Preset, RunError, RunOptions, Scenario, ServerSource, Settings,
+    run, CallMode, ConnectKind, Player, Preset, RunError, RunOptions, Scenario, ServerSource,
+    Settings,
 };
 use benchmark_service::server::ServerArgs;
 
@@ -68,17 +69,27 @@ async fn smoke_preset_runs_every_scenario_without_errors() {
     );
     assert_eq!(outcome.scenes.len(), expected);
     assert_eq!(outcome.total_errors(), 0, "{:#?}", outcome.scenes);
-    for scenario in Scenario::ALL {
-        for mode in ["sync", "async"] {
-            let scene = outcome
-                .scenes
-                .iter()
-                .find(|s| s.scenario == scenario.name() && s.call_mode == mode)
-                .unwrap_or_else(|| panic!("{scenario} {mode} missing"));
-            assert_eq!(scene.succeeded, scene.requests, "{}", scene.name());
-            assert!(scene.tps > 0.0);
-            assert_eq!(scene.dispatch, "pool");
-            assert_eq!(scene.queue, "transfer");
+    for player in Player::ALL {
+        for scenario in Scenario::ALL.into_iter().filter(|s| player.supports(*s)) {
+            for mode in ["sync", "async"] {
+                let scene = outcome
+                    .scenes
+                    .iter()
+                    .find(|s| {
+                        s.player == player.name()
+                            && s.scenario == scenario.name()
+                            && s.call_mode == mode
+                    })
+                    .unwrap_or_else(|| panic!("{player} {scenario} {mode} missing"));
+                assert_eq!(scene.succeeded, scene.requests, "{}", scene.name());
+                assert!(scene.tps > 0.0);
+                if player == Player::Brisk {
+                    assert_eq!(scene.dispatch, "pool");
+                    assert_eq!(scene.queue, "transfer");
+                } else {
+                    assert_eq!(scene.dispatch, "");
+                }
+            }
         }
     }
     let echo = outcome
@@ -105,6 +116,7 @@ async fn bounded_async_per_call_connections_and_direct_dispatch() {
         ]),
         dispatches: Some(vec![brisk::Dispatch::Direct]),
         max_in_flight: Some(2),
+        scene_secs: Some(std::time::Duration::ZERO),
         warmup: Some(0),
         rounds: Some(2),
         pause: Some(std::time::Duration::ZERO),

@@ -2,7 +2,7 @@
 //! tarpc, tonic and volo, plus `raw`, a hand-written tokio echo that is the ceiling.
 //!
 //! Every player has two halves with the same shape, one module each:
-//! - a **server** ([`serve`]) implementing the benchmark service — nth, cache, file, db, echo —
+//! - a **server** ([`serve_peer`], brisk's own in [`crate::server`]) implementing the benchmark service — nth, cache, file, db, echo —
 //!   over the same [`MessageStore`] (the same cache, the same `messages.json` read and parsed on
 //!   every call, the same database query), run in its own child process by the runner;
 //! - a **client** ([`PlayerClient`]) that the suite's one load engine drives: connected once per

@@ -5,9 +5,10 @@
 //!    Dubbo-style `[HH:MM:SS] count: N, error: E, tps: T` lines from shared counters;
 //! 2. at the end of a round the recorders are merged and turned into [`RoundStats`]
 //!    ([`round_report`] prints the per-round block);
-//! 3. the kept round becomes a [`SceneResult`] ([`scene_line`] prints jkbenchmark's
+//! 3. a scene's rounds are reduced to medians ([`rounds`]) in a [`SceneResult`] ([`scene_line`] prints jkbenchmark's
 //!    one-line summary; [`dubbo_report`] prints the boxed Dubbo report);
-//! 4. all scenes are written with [`write_json`], [`write_csv`] and
+//! 4. claims about the run are judged round by round ([`verdict`]);
+//! 5. all scenes are written with [`write_json`], [`write_csv`] and
 //!    [`write_charts_and_html`] (or [`write_all`]).
 //!
 //! Submodules: [`stats`] (recording and statistics), [`progress`] (live progress lines),
@@ -17,8 +18,10 @@
 pub mod dubbo;
 pub mod output;
 pub mod progress;
+pub mod rounds;
 pub mod scene;
 pub mod stats;
+pub mod verdict;
 
 pub use dubbo::{
     dubbo_report, group_thousands, payload_bytes_per_sec, DubboScene, TestEnvironment,
@@ -31,7 +34,9 @@ pub use progress::{
     progress_line, utc_datetime, utc_hms, ProgressMeter, ProgressSample, ProgressTicker,
     DEFAULT_PROGRESS_INTERVAL,
 };
+pub use rounds::{median, median_stats, spread, RoundFigures};
 pub use scene::{round_report, scene_line, SceneResult, OPTION_NAMES};
 pub use stats::{
     bucket_index, LatencyRecorder, RoundStats, BUCKET_COUNT, BUCKET_LABELS, BUCKET_UPPER_MS,
 };
+pub use verdict::{judge, Claim, Filter, Judgement, Metric, Verdict};

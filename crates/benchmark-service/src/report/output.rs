@@ -45,6 +45,9 @@ pub struct ReportMeta {
     pub date: String,
     /// The machine it ran on (free text; [`TestEnvironment::summary`] fits).
     pub machine: String,
+    /// Text sections shown before the scenes, as (heading, preformatted text): the framework
+    /// table, the verdicts.
+    pub notes: Vec<(String, String)>,
 }
 
 impl ReportMeta {
@@ -58,6 +61,7 @@ impl ReportMeta {
             title: title.into(),
             date: date.into(),
             machine: machine.into(),
+            notes: Vec::new(),
         }
     }
 
@@ -512,15 +516,25 @@ fn build_matrices<'a>(
     compare_by: &str,
     x_by: &str,
 ) -> io::Result<Vec<Matrix<'a>>> {
-    if !OPTION_NAMES.contains(&compare_by) {
+    let compared: Vec<&str> = compare_by.split('+').collect();
+    if let Some(bad) = compared.iter().find(|o| !OPTION_NAMES.contains(o)) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("cannot compare by {compare_by:?}; expected one of {OPTION_NAMES:?}"),
+            format!(
+                "cannot compare by {bad:?}; expected one of {OPTION_NAMES:?} (several joined by +)"
+            ),
         ));
     }
     let mut matrices: Vec<Matrix<'a>> = Vec::new();
     for scene in scenes {
-        let (Some(value), Some(x)) = (scene.option(compare_by), scene.numeric_option(x_by)) else {
+        let value: Option<Vec<String>> = compared.iter().map(|o| scene.option(o)).collect();
+        let value = value.map(|v| {
+            v.into_iter()
+                .filter(|part| !part.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        let (Some(value), Some(x)) = (value, scene.numeric_option(x_by)) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -708,10 +722,19 @@ fn html_page(
         d = xml_escape(&meta.date),
         m = xml_escape(&meta.machine)
     );
+    for (heading, text) in &meta.notes {
+        let _ = writeln!(
+            h,
+            "<h2>{}</h2>\n<pre>{}</pre>",
+            xml_escape(heading),
+            xml_escape(text)
+        );
+    }
     let _ = writeln!(h, "<h2>Scenes ({})</h2>", scenes.len());
     h.push_str("<div class=\"scroll\"><table id=\"scenes\">\n<thead><tr>");
     for col in [
         "scene",
+        "player",
         "scenario",
         "c",
         "n",
@@ -724,6 +747,8 @@ fn html_page(
         "serializer",
         "payload B",
         "TPS",
+        "TPS min–max",
+        "best TPS",
         "avg ms",
         "p50 ms",
         "p90 ms",
@@ -733,6 +758,8 @@ fn html_page(
         "errors",
         "error %",
         "runtime ms",
+        "server CPU µs/call",
+        "server writes/call",
         "extra",
     ] {
         let _ = write!(h, "<th>{}</th>", xml_escape(col));
@@ -749,6 +776,7 @@ fn html_page(
             .join("; ");
         h.push_str("<tr>");
         h.push_str(&text(&s.name()));
+        h.push_str(&text(&s.player));
         h.push_str(&text(&s.scenario));
         h.push_str(&num(s.concurrency.to_string()));
         h.push_str(&num(s.requests.to_string()));
@@ -760,7 +788,15 @@ fn html_page(
         h.push_str(&text(&s.queue));
         h.push_str(&text(&s.serializer));
         h.push_str(&num(s.payload.to_string()));
+        let x = |k: &str| s.extra.get(k).copied();
         h.push_str(&num(format!("{:.0}", s.tps)));
+        h.push_str(&num(match (x("tps_min"), x("tps_max")) {
+            (Some(lo), Some(hi)) => format!("{lo:.0}–{hi:.0}"),
+            _ => String::new(),
+        }));
+        h.push_str(&num(x("tps_best")
+            .map(|v| format!("{v:.0}"))
+            .unwrap_or_default()));
         h.push_str(&num(fmt_ms(s.avg_ms)));
         h.push_str(&num(fmt_ms(s.p50_ms)));
         h.push_str(&num(fmt_ms(s.p90_ms)));
@@ -770,6 +806,12 @@ fn html_page(
         h.push_str(&num(s.errors.to_string()));
         h.push_str(&num(format!("{:.2}", s.error_pct())));
         h.push_str(&num(format!("{:.0}", s.runtime_ms)));
+        h.push_str(&num(x("server_cpu_us_per_call")
+            .map(|v| format!("{v:.1}"))
+            .unwrap_or_default()));
+        h.push_str(&num(x("server_writes_per_call")
+            .map(|v| format!("{v:.2}"))
+            .unwrap_or_default()));
         h.push_str(&text(&extra));
         h.push_str("</tr>\n");
     }

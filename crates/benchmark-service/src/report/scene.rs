@@ -19,6 +19,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::rounds::RoundFigures;
 use super::stats::{RoundStats, BUCKET_COUNT, BUCKET_LABELS};
 
 /// Configuration and measured result of one benchmark scene.
@@ -79,6 +80,10 @@ pub struct SceneResult {
     pub runtime_ms: f64,
     /// jkbenchmark latency bucket counts (see [`BUCKET_LABELS`]).
     pub buckets: [u64; BUCKET_COUNT],
+    /// Each round's headline figures, in run order (empty for results of one round written
+    /// by older versions); the verdicts compare scenes round by round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<RoundFigures>,
     /// Further measurements by name, e.g. `server_cpu_pct`, `net_mb_per_s`.
     /// Non-finite values serialize as JSON `null` and will not read back; keep them finite.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

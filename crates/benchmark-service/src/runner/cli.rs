@@ -18,10 +18,20 @@ use crate::report::{ReportMeta, TestEnvironment};
 use crate::server::{self, ServerArgs};
 
 use super::plan::{
-    cpus, parse_bytes, parse_count, CallMode, ConnectKind, Preset, Scenario, Settings,
+    cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, Player, Preset, Scenario,
+    Settings,
 };
 use super::target::ServerSource;
 use super::{run, summary_table, write_results, OutFormat, RunOptions};
+
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=3600.0).contains(&v) => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!(
+            "`{s}` is not a number of seconds between 0 and 3600"
+        )),
+    }
+}
 
 fn parse_write_mode(s: &str) -> Result<WriteMode, String> {
     s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
@@ -96,6 +106,32 @@ pub struct ClientArgs {
     #[arg(long, value_name = "NAME")]
     pub preset: Option<Preset>,
 
+    /// Frameworks under test, interleaved round by round: brisk, tarpc, tonic, volo, raw (echo
+    /// only) [default: brisk; jkrpc-matrix: brisk,tarpc,tonic,volo; peers, payload-sweep,
+    /// dubbo-report, smoke: all five]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub players: Option<Vec<Player>>,
+
+    /// Measured window per scene and round, in seconds (after the warm-up); 0 selects
+    /// jkbenchmark's count mode, where --requests calls make a round [default: 1; peers: 2;
+    /// keepalive, smoke: 0]
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub scene_secs: Option<Duration>,
+
+    /// Warm-up before each measured window, ms [default: 300]
+    #[arg(long, value_name = "MS")]
+    pub warmup_ms: Option<u64>,
+
+    /// Calls each async caller keeps in flight in a timed window [default: 8]
+    #[arg(long, value_name = "N")]
+    pub async_depth: Option<usize>,
+
+    /// Load points C:N:P (connections : calls in flight : payload bytes), comma separated;
+    /// replaces --connections × --concurrency × --payload [peers: 1:1:1024,1:100:1024,
+    /// 10:100:1024,1:100:10240]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub configs: Option<Vec<LoadShape>>,
+
     /// Scenarios: nth,cache,file,db,echo [default: nth]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub scenario: Option<Vec<Scenario>>,
@@ -104,7 +140,8 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub concurrency: Option<Vec<u32>>,
 
-    /// Requests per scene and round, e.g. 20000 or 20k [default: 20000]
+    /// Requests per scene and round in count mode (--scene-secs 0), e.g. 20000 or 20k
+    /// [default: 20000]
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_count)]
     pub requests: Option<Vec<u64>>,
 
@@ -140,19 +177,21 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_queue)]
     pub queue: Option<Vec<QueueKind>>,
 
-    /// Warm-up requests before each scene [default: 1000]
+    /// Warm-up requests before each round in count mode [default: 1000]
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub warmup: Option<u64>,
 
-    /// Rounds per scene; the shortest is kept [default: 2]
+    /// Rounds per scene, interleaved with the other players and settings; figures are medians
+    /// [default: 3]
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
 
-    /// Pause between rounds in ms [default: 3000; presets 0–500]
+    /// Pause before each round after the first, ms [default: 0]
     #[arg(long, value_name = "MS")]
     pub pause_ms: Option<u64>,
 
-    /// Bound on calls in flight in async call mode [default: unbounded, as in jkbenchmark]
+    /// Bound on calls in flight in async call mode, count mode [default: unbounded, as in
+    /// jkbenchmark]
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
 
@@ -231,6 +270,11 @@ impl ClientArgs {
     /// The settings layer the flags make (only the flags given).
     pub fn settings(&self) -> Settings {
         Settings {
+            players: self.players.clone(),
+            scene_secs: self.scene_secs,
+            warmup_time: self.warmup_ms.map(Duration::from_millis),
+            async_depth: self.async_depth,
+            configs: self.configs.clone(),
             scenarios: self.scenario.clone(),
             concurrency: self.concurrency.clone(),
             requests: self.requests.clone(),
@@ -339,11 +383,20 @@ pub fn main(args: ClientArgs) -> ExitCode {
     let scene_count = plan.scenes().len();
     let env = TestEnvironment::detect();
     println!("{title}");
+    let players: Vec<&str> = plan.players.iter().map(|p| p.name()).collect();
+    let sizing = match plan.scene_secs {
+        Some(window) => format!(
+            "{:.1} s window after {} ms warm-up",
+            window.as_secs_f64(),
+            plan.warmup_time.as_millis()
+        ),
+        None => format!("counted: warm-up {} calls", plan.warmup),
+    };
     println!(
-        "{scene_count} scene(s); {} round(s) each, warm-up {}, pause {} ms; client threads {threads}",
+        "players {}; {scene_count} scene(s) in {} point(s); {} interleaved round(s) each, {sizing}; client threads {threads}",
+        players.join(", "),
+        plan.points().len(),
         plan.rounds,
-        plan.warmup,
-        plan.pause.as_millis()
     );
     println!("machine: {}", env.summary());
 
@@ -373,6 +426,17 @@ pub fn main(args: ClientArgs) -> ExitCode {
         println!("\n===== binary vs HTTP/JSON (seed 001's columns; times in ms) =====");
         print!("{table}");
     }
+    let framework = super::claims::framework_table(&outcome.scenes);
+    if let Some(table) = &framework {
+        println!("\n===== frameworks: median TPS per scene (seed 004's table) =====");
+        print!("{table}");
+    }
+    let judgements = super::claims::judge_all(&plan, &outcome.scenes);
+    let verdicts = super::claims::verdict_lines(&judgements);
+    if !verdicts.is_empty() {
+        println!("\n===== verdicts (holds: every round agrees; does not hold: every round disagrees) =====");
+        print!("{verdicts}");
+    }
     let errors = outcome.total_errors();
     if errors > 0 {
         println!("failed calls: {errors}");
@@ -388,7 +452,14 @@ pub fn main(args: ClientArgs) -> ExitCode {
             .format
             .clone()
             .unwrap_or_else(|| vec![OutFormat::Json, OutFormat::Csv]);
-        let meta = ReportMeta::now(title);
+        let mut meta = ReportMeta::now(title);
+        if let Some(table) = framework {
+            meta.notes
+                .push(("Frameworks: median TPS per scene".to_owned(), table));
+        }
+        if !verdicts.is_empty() {
+            meta.notes.push(("Verdicts".to_owned(), verdicts));
+        }
         let compare_by = plan.chart_compare_by();
         let x_by = plan.chart_x_by();
         match write_results(&dir, &formats, &meta, &outcome.scenes, &compare_by, &x_by) {

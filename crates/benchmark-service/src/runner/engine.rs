@@ -1,22 +1,32 @@
-//! Runs one scene: builds the client the scene asks for, warms up, runs the rounds
-//! with `concurrency` callers in the scene's call mode, and keeps the shortest round.
+//! The one load engine of the suite: drives any player's client through a scene, round by
+//! round, and measures it the same way whichever framework is under test.
 //!
-//! Call modes, as jkbenchmark defined them:
-//! - **sync** — `concurrency` tokio tasks, each waiting for its response before the
-//!   next call; the requests are split evenly between them;
-//! - **async** — `concurrency` workers that fire their share of calls without waiting
-//!   (each call its own task, collected in a `JoinSet` per worker, so completions run on
-//!   any runtime thread like jkrpc's callbacks on its I/O threads) and only record
-//!   completions; in-flight calls are unbounded unless `max_in_flight` bounds them with
-//!   a shared semaphore that a worker waits on before firing.
+//! A *point* (see [`Plan::points`]) is a set of scenes that differ only in player and brisk
+//! options. [`run_point`] connects every scene's client, then runs round 1 of each scene,
+//! round 2 of each, … — interleaved, so a slow moment of the shared machine lands on every
+//! variant — and reduces each scene's rounds to medians ([`median_stats`]).
 //!
-//! Key `i % 10 + 1` like jkbenchmark. Latency is measured per call from the moment the
-//! call is made (after its in-flight permit, if bounded). A failed call (timeout, server
-//! busy, closed connection…) is counted and described in an [`ErrorTally`]; it never
-//! stops the run.
+//! A round is either
+//! - **timed** (the default): the callers run through a warm-up, then a measured window of
+//!   `scene_secs`; calls completing inside the window count and their latencies are recorded;
+//! - **counted** (jkbenchmark's mode, `--scene-secs 0`): `warmup` calls, then `requests`
+//!   calls split evenly between the callers; the round lasts as long as they take.
+//!
+//! Call modes, as jkbenchmark defined them and the same for every player:
+//! - **sync** — `concurrency` tasks, each waiting for its answer before the next call;
+//! - **async** — `concurrency` callers that fire calls without awaiting each (every call its
+//!   own task, so completions run on any runtime thread like jkrpc's callbacks), keeping up to
+//!   `async_depth` in flight each when timed, or firing their whole share (bounded only by
+//!   `max_in_flight`) when counted.
+//!
+//! Key `i % 10 + 1` like jkbenchmark. Every answer is checked ([`Reply::check`]): the record
+//! with the asked id, or the echoed bytes. A failed call is counted and described in an
+//! [`ErrorTally`]; it never stops the run. Around the measured window the runner reads the
+//! server process's and its own CPU time and write syscalls ([`ProcessCounters`]), which give
+//! CPU µs and writes per call on each side.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,21 +35,31 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::players::{brisk::BriskOptions, CallError, ClientSetup, Player, PlayerClient};
+use crate::players::{brisk::BriskOptions, CallError, ClientSetup, Player, PlayerClient, Reply};
+use crate::procfs::ProcessCounters;
 use crate::report::{
-    dubbo_report, round_report, scene_line, DubboScene, LatencyRecorder, ProgressTicker,
-    RoundStats, SceneResult, TestEnvironment, DEFAULT_PROGRESS_INTERVAL,
+    dubbo_report, median, median_stats, scene_line, spread, DubboScene, LatencyRecorder,
+    RoundFigures, RoundStats, SceneResult, TestEnvironment,
 };
-use crate::server::process_cpu_seconds;
 
 use super::plan::{CallMode, Plan, Scenario, Scene};
 use super::RunError;
 
-/// Shortest round whose server CPU % is reported.
+pub use crate::players::brisk::{apply_target, client_config, probe, registry_target};
+
+/// Shortest window whose CPU figures are reported (CPU time comes in 10 ms ticks).
 const MIN_CPU_SAMPLE: Duration = Duration::from_millis(250);
 
 /// Distinct error descriptions kept per scene (the rest are counted as "other errors").
 const MAX_ERROR_KINDS: usize = 8;
+
+/// A caller that fails waits this long before its next call, so a broken server is not
+/// hammered in a tight loop for the whole window.
+const ERROR_BACKOFF: Duration = Duration::from_millis(1);
+
+/// How long after the window closes the callers may take to finish their last calls, beyond
+/// the per-call timeout.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// Counts failed calls by description, so a report can say *why* calls failed.
 #[derive(Debug, Default)]
@@ -70,38 +90,52 @@ impl ErrorTally {
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         self.kinds.lock().clone()
     }
-
-    fn clear(&self) {
-        self.kinds.lock().clear();
-    }
 }
 
-pub use crate::players::brisk::{apply_target, client_config, probe, registry_target};
-
-/// What every caller of a round shares.
-struct RoundCtx {
+/// What every caller of a scene shares.
+struct SceneCtx {
     client: PlayerClient,
     scenario: Scenario,
     payload: Bytes,
     call_mode: CallMode,
     concurrency: u32,
+    async_depth: usize,
+    /// Count mode, async: the shared in-flight bound (`max_in_flight`).
     limit: Option<Arc<Semaphore>>,
-    count: Arc<AtomicU64>,
-    errors: Arc<AtomicU64>,
-    tally: Arc<ErrorTally>,
+    /// Timed rounds: calls completing while this is set are recorded.
+    recording: AtomicBool,
+    /// Timed rounds: callers stop firing once this is set.
+    stop: AtomicBool,
+    tally: ErrorTally,
 }
 
-impl RoundCtx {
-    fn record(&self, rec: &mut LatencyRecorder, elapsed: Duration, result: Result<(), CallError>) {
+impl SceneCtx {
+    /// One checked call: the player's call, then the reply checked against what was asked.
+    async fn call(&self, caller: usize, key: i64) -> Result<(), CallError> {
+        let reply: Reply = self
+            .client
+            .call(caller, self.scenario, key, &self.payload)
+            .await?;
+        reply.check(self.scenario, key, &self.payload)
+    }
+
+    /// Records a finished call: successes only inside the window (`counted`), failures always
+    /// (an error in a warm-up is still an error of the scene).
+    fn record(
+        &self,
+        rec: &mut LatencyRecorder,
+        elapsed: Duration,
+        result: &Result<(), CallError>,
+        counted: bool,
+    ) {
         match result {
-            Ok(()) => rec.record_ok(elapsed),
+            Ok(()) if counted => rec.record_ok(elapsed),
+            Ok(()) => {}
             Err(e) => {
                 rec.record_err(elapsed);
-                self.tally.note(&e);
-                self.errors.fetch_add(1, Ordering::Relaxed);
+                self.tally.note(e);
             }
         }
-        self.count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -109,33 +143,230 @@ fn key_of(i: u64) -> i64 {
     (i % 10 + 1) as i64
 }
 
-impl RoundCtx {
-    /// One checked call: the player's call, then the reply checked against what was asked.
-    async fn call(&self, caller: usize, key: i64) -> Result<(), CallError> {
-        let reply = self
-            .client
-            .call(caller, self.scenario, key, &self.payload)
-            .await?;
-        reply.check(self.scenario, key, &self.payload)
+/// A scene with its client connected and its server known.
+pub struct Variant {
+    /// The scene.
+    pub scene: Scene,
+    /// The server's process (for its CPU time and write syscalls), when it is a child.
+    pub server_pid: Option<u32>,
+    ctx: Arc<SceneCtx>,
+}
+
+impl Variant {
+    /// Connects `scene`'s client to the server at `addr`.
+    pub async fn connect(
+        scene: &Scene,
+        plan: &Plan,
+        addr: &str,
+        server_pid: Option<u32>,
+    ) -> Result<Variant, RunError> {
+        let setup = ClientSetup {
+            addr,
+            connections: scene.connections,
+            timeout: plan.timeout,
+            brisk: BriskOptions {
+                connect: scene.connect,
+                write_mode: scene.write_mode,
+                serializer: scene.serializer,
+            },
+        };
+        let client = PlayerClient::connect(scene.player, &setup)
+            .await
+            .map_err(|e| RunError::Connect(format!("{}: {e}", scene.player)))?;
+        let payload = if scene.scenario == Scenario::Echo {
+            Bytes::from(vec![b'x'; scene.payload as usize])
+        } else {
+            Bytes::new()
+        };
+        let limit = match (scene.call_mode, plan.scene_secs) {
+            (CallMode::Async, None) => plan.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
+            _ => None,
+        };
+        Ok(Variant {
+            scene: scene.clone(),
+            server_pid,
+            ctx: Arc::new(SceneCtx {
+                client,
+                scenario: scene.scenario,
+                payload,
+                call_mode: scene.call_mode,
+                concurrency: scene.concurrency,
+                async_depth: plan.async_depth.max(1),
+                limit,
+                recording: AtomicBool::new(false),
+                stop: AtomicBool::new(false),
+                tally: ErrorTally::default(),
+            }),
+        })
+    }
+
+    /// Runs one round (timed or counted, as the plan says).
+    pub async fn round(&self, plan: &Plan) -> Result<Sample, RunError> {
+        match plan.scene_secs {
+            Some(window) => {
+                self.timed_round(plan.warmup_time, window, plan.timeout)
+                    .await
+            }
+            None => self.counted_round(plan.warmup, self.scene.requests).await,
+        }
+    }
+
+    /// Closes the client.
+    pub fn close(&self) {
+        self.ctx.client.close();
+    }
+
+    async fn timed_round(
+        &self,
+        warmup: Duration,
+        window: Duration,
+        timeout: Duration,
+    ) -> Result<Sample, RunError> {
+        let ctx = &self.ctx;
+        ctx.recording.store(false, Ordering::Relaxed);
+        ctx.stop.store(false, Ordering::Relaxed);
+        let mut callers = JoinSet::new();
+        for caller in 0..ctx.concurrency.max(1) as usize {
+            let ctx = ctx.clone();
+            callers.spawn(async move {
+                match ctx.call_mode {
+                    CallMode::Sync => timed_sync(ctx, caller).await,
+                    CallMode::Async => timed_async(ctx, caller).await,
+                }
+            });
+        }
+        tokio::time::sleep(warmup).await;
+        let before = Counters::read(self.server_pid);
+        ctx.recording.store(true, Ordering::Relaxed);
+        let opened = Instant::now();
+        tokio::time::sleep(window).await;
+        ctx.recording.store(false, Ordering::Relaxed);
+        let elapsed = opened.elapsed();
+        let after = Counters::read(self.server_pid);
+        ctx.stop.store(true, Ordering::Relaxed);
+        let rec = join_callers(callers, timeout + DRAIN_GRACE).await?;
+        Ok(Sample::new(&rec, elapsed, before, after))
+    }
+
+    async fn counted_round(&self, warmup: u64, requests: u64) -> Result<Sample, RunError> {
+        if warmup > 0 {
+            self.counted_calls(warmup, false).await?;
+        }
+        let before = Counters::read(self.server_pid);
+        let started = Instant::now();
+        let rec = self.counted_calls(requests, true).await?;
+        let elapsed = started.elapsed();
+        let after = Counters::read(self.server_pid);
+        Ok(Sample::new(&rec, elapsed, before, after))
+    }
+
+    async fn counted_calls(
+        &self,
+        requests: u64,
+        counted: bool,
+    ) -> Result<LatencyRecorder, RunError> {
+        let c = u64::from(self.ctx.concurrency.max(1));
+        let mut callers = JoinSet::new();
+        let mut next = 0u64;
+        for caller in 0..c {
+            let n = requests / c + u64::from(caller < requests % c);
+            let (start, ctx) = (next, self.ctx.clone());
+            next += n;
+            callers.spawn(async move {
+                match ctx.call_mode {
+                    CallMode::Sync => counted_sync(ctx, caller as usize, start, n, counted).await,
+                    CallMode::Async => counted_async(ctx, caller as usize, start, n, counted).await,
+                }
+            });
+        }
+        let mut total = LatencyRecorder::new();
+        while let Some(done) = callers.join_next().await {
+            let rec =
+                done.map_err(|e| RunError::Scene(format!("a benchmark caller failed: {e}")))?;
+            total.merge(&rec);
+        }
+        Ok(total)
     }
 }
 
-async fn sync_worker(ctx: Arc<RoundCtx>, caller: usize, start: u64, n: u64) -> LatencyRecorder {
+async fn timed_sync(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
     let mut rec = LatencyRecorder::new();
-    for i in start..start + n {
+    let mut i = caller as u64;
+    while !ctx.stop.load(Ordering::Relaxed) {
         let t = Instant::now();
         let result = ctx.call(caller, key_of(i)).await;
-        ctx.record(&mut rec, t.elapsed(), result);
+        let elapsed = t.elapsed();
+        i += 1;
+        ctx.record(
+            &mut rec,
+            elapsed,
+            &result,
+            ctx.recording.load(Ordering::Relaxed),
+        );
+        if result.is_err() {
+            tokio::time::sleep(ERROR_BACKOFF).await;
+        }
     }
     rec
 }
 
-async fn async_worker(ctx: Arc<RoundCtx>, caller: usize, start: u64, n: u64) -> LatencyRecorder {
+/// A timed async caller: fires calls without awaiting each, up to `async_depth` in flight; a
+/// call counts if it completed while the window was open.
+async fn timed_async(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
+    let mut rec = LatencyRecorder::new();
+    let mut in_flight = JoinSet::new();
+    let mut i = caller as u64;
+    loop {
+        while in_flight.len() < ctx.async_depth && !ctx.stop.load(Ordering::Relaxed) {
+            let (call_ctx, key) = (ctx.clone(), key_of(i));
+            i += 1;
+            in_flight.spawn(async move {
+                let t = Instant::now();
+                let result = call_ctx.call(caller, key).await;
+                let counted = call_ctx.recording.load(Ordering::Relaxed);
+                (t.elapsed(), result, counted)
+            });
+        }
+        match in_flight.join_next().await {
+            Some(done) => {
+                if record_joined(&ctx, &mut rec, done) {
+                    tokio::time::sleep(ERROR_BACKOFF).await;
+                }
+            }
+            None => break,
+        }
+    }
+    rec
+}
+
+async fn counted_sync(
+    ctx: Arc<SceneCtx>,
+    caller: usize,
+    start: u64,
+    n: u64,
+    counted: bool,
+) -> LatencyRecorder {
+    let mut rec = LatencyRecorder::new();
+    for i in start..start + n {
+        let t = Instant::now();
+        let result = ctx.call(caller, key_of(i)).await;
+        ctx.record(&mut rec, t.elapsed(), &result, counted);
+    }
+    rec
+}
+
+/// jkbenchmark's async caller: fires its whole share without waiting (each call holding a
+/// permit of the shared bound, if any) and records completions as they come.
+async fn counted_async(
+    ctx: Arc<SceneCtx>,
+    caller: usize,
+    start: u64,
+    n: u64,
+    counted: bool,
+) -> LatencyRecorder {
     let mut rec = LatencyRecorder::new();
     let mut in_flight = JoinSet::new();
     for i in start..start + n {
-        // With a bound, the caller waits for a permit before firing; the call holds it
-        // until its response (or error) arrives.
         let permit = match &ctx.limit {
             Some(sem) => sem.clone().acquire_owned().await.ok(),
             None => None,
@@ -145,9 +376,8 @@ async fn async_worker(ctx: Arc<RoundCtx>, caller: usize, start: u64, n: u64) -> 
             let t = Instant::now();
             let result = call_ctx.call(caller, key_of(i)).await;
             drop(permit);
-            (t.elapsed(), result)
+            (t.elapsed(), result, counted)
         });
-        // Record what already completed, without waiting.
         while let Some(done) = in_flight.try_join_next() {
             record_joined(&ctx, &mut rec, done);
         }
@@ -158,72 +388,211 @@ async fn async_worker(ctx: Arc<RoundCtx>, caller: usize, start: u64, n: u64) -> 
     rec
 }
 
+/// Records a joined call task; true when it failed.
 fn record_joined(
-    ctx: &RoundCtx,
+    ctx: &SceneCtx,
     rec: &mut LatencyRecorder,
-    done: Result<(Duration, Result<(), CallError>), tokio::task::JoinError>,
-) {
-    match done {
-        Ok((elapsed, result)) => ctx.record(rec, elapsed, result),
-        Err(e) => ctx.record(
-            rec,
+    done: Result<(Duration, Result<(), CallError>, bool), tokio::task::JoinError>,
+) -> bool {
+    let (elapsed, result, counted) = match done {
+        Ok(done) => done,
+        Err(e) => (
             Duration::ZERO,
             Err(CallError::new(format!("call task failed: {e}"))),
+            true,
         ),
-    }
+    };
+    ctx.record(rec, elapsed, &result, counted);
+    result.is_err()
 }
 
-/// Runs `requests` calls with the context's callers; returns the merged recorder and the
-/// wall-clock runtime.
-async fn run_round(
-    ctx: &Arc<RoundCtx>,
-    requests: u64,
-) -> Result<(LatencyRecorder, Duration), RunError> {
-    let c = u64::from(ctx.concurrency.max(1));
-    let started = Instant::now();
-    let mut handles = Vec::with_capacity(c as usize);
-    let mut next = 0u64;
-    for w in 0..c {
-        let n = requests / c + u64::from(w < requests % c);
-        let start = next;
-        next += n;
-        let ctx = ctx.clone();
-        handles.push(tokio::spawn(async move {
-            match ctx.call_mode {
-                CallMode::Sync => sync_worker(ctx, w as usize, start, n).await,
-                CallMode::Async => async_worker(ctx, w as usize, start, n).await,
-            }
-        }));
-    }
+/// Waits for the callers of a timed round; a caller still busy after `bound` is a hung call
+/// (the framework did not honour its timeout) and fails the round.
+async fn join_callers(
+    mut callers: JoinSet<LatencyRecorder>,
+    bound: Duration,
+) -> Result<LatencyRecorder, RunError> {
     let mut total = LatencyRecorder::new();
-    for h in handles {
-        let rec = h
-            .await
-            .map_err(|e| RunError::Scene(format!("a benchmark worker failed: {e}")))?;
-        total.merge(&rec);
+    let joined = tokio::time::timeout(bound, async {
+        while let Some(done) = callers.join_next().await {
+            let rec =
+                done.map_err(|e| RunError::Scene(format!("a benchmark caller failed: {e}")))?;
+            total.merge(&rec);
+        }
+        Ok::<(), RunError>(())
+    })
+    .await;
+    match joined {
+        Ok(result) => result.map(|()| total),
+        Err(_) => {
+            callers.abort_all();
+            Err(RunError::Scene(format!(
+                "calls still outstanding {bound:?} after the window closed: aborted"
+            )))
+        }
     }
-    Ok((total, started.elapsed()))
 }
 
-/// What a scene produced beyond its [`SceneResult`].
+/// The server's and this process's counters at one moment.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    server: Option<ProcessCounters>,
+    client: Option<ProcessCounters>,
+}
+
+impl Counters {
+    fn read(server_pid: Option<u32>) -> Counters {
+        Counters {
+            server: server_pid.and_then(ProcessCounters::read),
+            client: ProcessCounters::read(std::process::id()),
+        }
+    }
+}
+
+/// What one round of one scene measured.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Latencies and counts of the window (or the counted calls).
+    pub stats: RoundStats,
+    /// Server CPU seconds spent in the window.
+    pub server_cpu: Option<f64>,
+    /// Server write syscalls in the window.
+    pub server_writes: Option<u64>,
+    /// This process's (the load generator's) CPU seconds in the window.
+    pub client_cpu: Option<f64>,
+    /// This process's write syscalls in the window.
+    pub client_writes: Option<u64>,
+}
+
+impl Sample {
+    fn new(rec: &LatencyRecorder, elapsed: Duration, before: Counters, after: Counters) -> Sample {
+        let cpu = |a: Option<ProcessCounters>, b: Option<ProcessCounters>| match (a, b) {
+            (Some(a), Some(b)) if elapsed >= MIN_CPU_SAMPLE => {
+                Some((b.cpu_seconds - a.cpu_seconds).max(0.0))
+            }
+            _ => None,
+        };
+        let writes = |a: Option<ProcessCounters>, b: Option<ProcessCounters>| {
+            Some(b?.write_syscalls?.saturating_sub(a?.write_syscalls?))
+        };
+        Sample {
+            stats: RoundStats::from_recorder(rec, elapsed),
+            server_cpu: cpu(before.server, after.server),
+            server_writes: writes(before.server, after.server),
+            client_cpu: cpu(before.client, after.client),
+            client_writes: writes(before.client, after.client),
+        }
+    }
+
+    /// A per-call figure: `total / calls completed in the window`.
+    fn per_call(&self, total: Option<f64>, scale: f64) -> Option<f64> {
+        let calls = self.stats.requests;
+        (calls > 0).then_some(total? * scale / calls as f64)
+    }
+}
+
+/// What a scene produced.
 #[derive(Debug)]
 pub struct SceneOutcome {
-    /// The kept (shortest) round, with the scene's options.
+    /// The scene's medians over its rounds, with its options.
     pub result: SceneResult,
-    /// Failed calls of the kept round by description.
+    /// Failed calls over all rounds, by description.
     pub errors: BTreeMap<String, u64>,
 }
 
-/// Output switches of a scene run.
+/// Output switches of a run.
 #[derive(Debug, Clone, Copy)]
 pub struct SceneOutput {
-    /// Print progress lines, round reports and the scene line.
+    /// Print a line per round and the scene lines.
     pub verbose: bool,
-    /// Fill `dispatch`/`queue` of the result (false when the server's settings are unknown).
+    /// Fill `dispatch`/`queue` of brisk's results (false when the server's settings are
+    /// unknown).
     pub server_labels: bool,
 }
 
-/// Runs one scene against the server at `addr` (`server_pid`: its process, for CPU time).
+/// One scene of a point, with where its server is.
+#[derive(Debug, Clone)]
+pub struct PointScene<'a> {
+    /// The scene.
+    pub scene: &'a Scene,
+    /// Its server's address.
+    pub addr: &'a str,
+    /// Its server's process, when it is a child.
+    pub server_pid: Option<u32>,
+}
+
+/// Runs the scenes of one point interleaved, round by round; returns one outcome per scene,
+/// in order (a scene whose client cannot connect, or whose round fails, is an error and the
+/// others go on).
+pub async fn run_point(
+    point: &[PointScene<'_>],
+    plan: &Plan,
+    output: SceneOutput,
+) -> Vec<Result<SceneOutcome, RunError>> {
+    let mut variants = Vec::with_capacity(point.len());
+    for p in point {
+        variants.push(Variant::connect(p.scene, plan, p.addr, p.server_pid).await);
+    }
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); point.len()];
+    let mut failed: Vec<Option<RunError>> = (0..point.len()).map(|_| None).collect();
+    for round in 1..=plan.rounds {
+        for (i, variant) in variants.iter().enumerate() {
+            let Ok(variant) = variant else { continue };
+            if failed[i].is_some() {
+                continue;
+            }
+            if !plan.pause.is_zero() && round > 1 {
+                tokio::time::sleep(plan.pause).await;
+            }
+            match variant.round(plan).await {
+                Ok(sample) => {
+                    if output.verbose {
+                        println!(
+                            "  round {round}/{} {} {}: TPS {:.0}, p50 {:.3} ms, p99 {:.3} ms{}",
+                            plan.rounds,
+                            variant.scene.name(sample.stats.requests),
+                            variant.scene.options(),
+                            sample.stats.tps,
+                            sample.stats.p50_ms,
+                            sample.stats.p99_ms,
+                            if sample.stats.errors > 0 {
+                                format!(", {} errors", sample.stats.errors)
+                            } else {
+                                String::new()
+                            }
+                        );
+                    }
+                    samples[i].push(sample);
+                }
+                Err(e) => failed[i] = Some(e),
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(point.len());
+    for ((variant, rounds), failure) in variants.into_iter().zip(samples).zip(failed) {
+        let variant = match variant {
+            Ok(v) => v,
+            Err(e) => {
+                out.push(Err(e));
+                continue;
+            }
+        };
+        variant.close();
+        if let Some(e) = failure {
+            out.push(Err(e));
+            continue;
+        }
+        let result = scene_result(&variant.scene, plan, &rounds, output.server_labels);
+        let errors = variant.ctx.tally.snapshot();
+        if output.verbose {
+            print_scene(&variant.scene, plan, &result, &rounds, &errors);
+        }
+        out.push(Ok(SceneOutcome { result, errors }));
+    }
+    out
+}
+
+/// Runs one scene on its own (its rounds back to back).
 pub async fn run_scene(
     scene: &Scene,
     plan: &Plan,
@@ -231,164 +600,161 @@ pub async fn run_scene(
     server_pid: Option<u32>,
     output: SceneOutput,
 ) -> Result<SceneOutcome, RunError> {
-    let setup = ClientSetup {
+    let point = [PointScene {
+        scene,
         addr,
-        connections: scene.connections,
-        timeout: plan.timeout,
-        brisk: BriskOptions {
-            connect: scene.connect,
-            write_mode: scene.write_mode,
-            serializer: scene.serializer,
-        },
-    };
-    let client = PlayerClient::connect(Player::Brisk, &setup)
+        server_pid,
+    }];
+    run_point(&point, plan, output)
         .await
-        .map_err(|e| RunError::Connect(e.to_string()))?;
-    let payload = if scene.scenario == Scenario::Echo {
-        Bytes::from(vec![b'x'; scene.payload as usize])
-    } else {
-        Bytes::new()
+        .pop()
+        .unwrap_or_else(|| Err(RunError::Scene("no round ran".into())))
+}
+
+/// A scene's rounds as one result: medians, spreads, best-of-rounds and per-call costs.
+pub fn scene_result(
+    scene: &Scene,
+    plan: &Plan,
+    rounds: &[Sample],
+    server_labels: bool,
+) -> SceneResult {
+    let stats: Vec<RoundStats> = rounds.iter().map(|s| s.stats.clone()).collect();
+    let median_round = median_stats(&stats)
+        .unwrap_or_else(|| RoundStats::from_recorder(&LatencyRecorder::new(), Duration::ZERO));
+    let mut result = SceneResult::new(
+        scene.player.name(),
+        scene.scenario.name(),
+        scene.concurrency,
+        median_round.requests,
+        scene.call_mode.name(),
+    )
+    .with_stats(&median_round);
+    result.connections = scene.connections;
+    result.payload = scene.payload;
+    if let Some(server) = scene.server {
+        result.connect_type = scene.connect.name().to_owned();
+        result.write_mode = scene.write_mode.name().to_owned();
+        result.serializer = scene.serializer.name().to_owned();
+        if server_labels {
+            result.dispatch = server.dispatch.name().to_owned();
+            result.queue = server.queue_name();
+        }
+    }
+    result.rounds = stats.iter().map(RoundFigures::from).collect();
+    let mut extra = |key: &str, values: Vec<f64>| {
+        if let Some(v) = median(&values) {
+            result.extra.insert(key.to_owned(), round3(v));
+        }
     };
-    let ctx = Arc::new(RoundCtx {
-        client: client.clone(),
-        scenario: scene.scenario,
-        payload,
-        call_mode: scene.call_mode,
-        concurrency: scene.concurrency,
-        limit: match scene.call_mode {
-            CallMode::Async => plan.max_in_flight.map(|n| Arc::new(Semaphore::new(n))),
-            CallMode::Sync => None,
-        },
-        count: Arc::new(AtomicU64::new(0)),
-        errors: Arc::new(AtomicU64::new(0)),
-        tally: Arc::new(ErrorTally::default()),
-    });
-    let result = run_rounds(scene, plan, &ctx, server_pid, output).await;
-    client.close();
+    let tps: Vec<f64> = stats.iter().map(|s| s.tps).collect();
+    if let Some((lo, hi)) = spread(&tps) {
+        extra("tps_min", vec![lo]);
+        extra("tps_max", vec![hi]);
+    }
+    // jkbenchmark kept the best round: the shortest in count mode, the fastest when timed.
+    let best = match plan.scene_secs {
+        Some(_) => stats.iter().map(|s| s.tps).reduce(f64::max),
+        None => stats
+            .iter()
+            .min_by(|a, b| a.runtime_ms.total_cmp(&b.runtime_ms))
+            .map(|s| s.tps),
+    };
+    extra("tps_best", best.into_iter().collect());
+    type Figure = fn(&RoundStats) -> f64;
+    let figures: [(&str, Figure); 2] = [("p50_min", |s| s.p50_ms), ("p99_min", |s| s.p99_ms)];
+    for (key, f) in figures {
+        let v: Vec<f64> = stats.iter().map(f).collect();
+        if let Some((lo, hi)) = spread(&v) {
+            extra(key, vec![lo]);
+            extra(&key.replace("min", "max"), vec![hi]);
+        }
+    }
+    let per_call =
+        |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> { rounds.iter().filter_map(f).collect() };
+    extra(
+        "server_cpu_pct",
+        per_call(&|s| Some(s.server_cpu? * 100_000.0 / s.stats.runtime_ms.max(1e-9))),
+    );
+    extra(
+        "server_cpu_us_per_call",
+        per_call(&|s| s.per_call(s.server_cpu, 1e6)),
+    );
+    extra(
+        "client_cpu_us_per_call",
+        per_call(&|s| s.per_call(s.client_cpu, 1e6)),
+    );
+    extra(
+        "server_writes_per_call",
+        per_call(&|s| s.per_call(s.server_writes.map(|w| w as f64), 1.0)),
+    );
+    extra(
+        "client_writes_per_call",
+        per_call(&|s| s.per_call(s.client_writes.map(|w| w as f64), 1.0)),
+    );
+    if scene.scenario == Scenario::Echo {
+        // Application payload both ways over the window (like the Dubbo report), in MB/s.
+        extra(
+            "mb_per_s",
+            per_call(&|s| {
+                (s.stats.runtime_ms > 0.0).then(|| {
+                    scene.payload as f64 * 2.0 * s.stats.succeeded as f64 / 1e6 * 1000.0
+                        / s.stats.runtime_ms
+                })
+            }),
+        );
+    }
     result
 }
 
-async fn run_rounds(
+fn print_scene(
     scene: &Scene,
     plan: &Plan,
-    ctx: &Arc<RoundCtx>,
-    server_pid: Option<u32>,
-    output: SceneOutput,
-) -> Result<SceneOutcome, RunError> {
-    let label = scene.label();
-    if output.verbose {
-        println!("\n=== {label}");
-    }
-    if plan.warmup > 0 {
-        run_round(ctx, plan.warmup).await?;
-    }
-    type Kept = (
-        RoundStats,
-        Option<f64>,
-        BTreeMap<String, u64>,
-        Vec<(String, f64)>,
+    result: &SceneResult,
+    rounds: &[Sample],
+    errors: &BTreeMap<String, u64>,
+) {
+    let x = |k: &str| result.extra.get(k).copied();
+    println!("{} {}", scene_line(result), scene.options());
+    let mut line = format!(
+        "  median of {} round(s); TPS {:.0}–{:.0}, best {:.0}; p50 {:.3}–{:.3} ms; p99 {:.3}–{:.3} ms",
+        rounds.len(),
+        x("tps_min").unwrap_or(0.0),
+        x("tps_max").unwrap_or(0.0),
+        x("tps_best").unwrap_or(0.0),
+        x("p50_min").unwrap_or(0.0),
+        x("p50_max").unwrap_or(0.0),
+        x("p99_min").unwrap_or(0.0),
+        x("p99_max").unwrap_or(0.0),
     );
-    let mut best: Option<Kept> = None;
-    for round in 1..=plan.rounds {
-        if round > 1 && !plan.pause.is_zero() {
-            tokio::time::sleep(plan.pause).await;
-        }
-        ctx.count.store(0, Ordering::Relaxed);
-        ctx.errors.store(0, Ordering::Relaxed);
-        ctx.tally.clear();
-        let ticker = output.verbose.then(|| {
-            ProgressTicker::start(
-                ctx.count.clone(),
-                ctx.errors.clone(),
-                DEFAULT_PROGRESS_INTERVAL,
-            )
-        });
-        let cpu_before = server_pid.and_then(process_cpu_seconds);
-        let (rec, runtime) = run_round(ctx, scene.requests).await?;
-        let cpu_after = server_pid.and_then(process_cpu_seconds);
-        drop(ticker);
-        let stats = RoundStats::from_recorder(&rec, runtime);
-        let percentages = if plan.http_load {
-            super::http_load::recorder_percentages(&rec)
-        } else {
-            Vec::new()
-        };
-        let cpu_pct = match (cpu_before, cpu_after) {
-            // /proc counts CPU time in clock ticks (10 ms): shorter rounds give noise.
-            (Some(a), Some(b)) if runtime >= MIN_CPU_SAMPLE => {
-                Some((b - a).max(0.0) * 100.0 / runtime.as_secs_f64())
-            }
-            _ => None,
-        };
-        if output.verbose {
-            print!(
-                "{}",
-                round_report(&stats, &format!("{label} round {round}/{}", plan.rounds))
-            );
-            if let Some(p) = cpu_pct {
-                println!("Server CPU: {p:.1}%");
-            }
-        }
-        let keep = best
-            .as_ref()
-            .is_none_or(|(b, _, _, _)| stats.runtime_ms < b.runtime_ms);
-        if keep {
-            best = Some((stats, cpu_pct, ctx.tally.snapshot(), percentages));
-        }
+    if let (Some(pct), Some(us)) = (x("server_cpu_pct"), x("server_cpu_us_per_call")) {
+        line.push_str(&format!("; server CPU {pct:.0}%, {us:.1} µs/call"));
     }
-    let Some((stats, cpu_pct, errors, percentages)) = best else {
-        return Err(RunError::Scene("no round ran".into()));
-    };
-
-    let mut result = SceneResult::new(
-        "brisk",
-        scene.scenario.name(),
-        scene.concurrency,
-        scene.requests,
-        scene.call_mode.name(),
-    )
-    .with_stats(&stats);
-    result.connect_type = scene.connect.name().to_owned();
-    result.connections = scene.connections;
-    result.write_mode = scene.write_mode.name().to_owned();
-    result.serializer = scene.serializer.name().to_owned();
-    result.payload = scene.payload;
-    if output.server_labels {
-        result.dispatch = scene.server.dispatch.name().to_owned();
-        result.queue = scene.server.queue_name();
+    if let Some(w) = x("server_writes_per_call") {
+        line.push_str(&format!(", {w:.2} writes/call"));
     }
-    if let Some(p) = cpu_pct {
-        result.extra.insert("server_cpu_pct".into(), round3(p));
+    if let Some(us) = x("client_cpu_us_per_call") {
+        line.push_str(&format!("; client {us:.1} µs/call"));
     }
-    result.extra.extend(percentages);
-    if scene.scenario == Scenario::Echo && stats.runtime_ms > 0.0 {
-        // Application payload both ways over the runtime (like the Dubbo report), in MB/s.
-        let mb = scene.payload as f64 * 2.0 * stats.succeeded as f64 / 1e6;
-        result
-            .extra
-            .insert("mb_per_s".into(), round3(mb * 1000.0 / stats.runtime_ms));
+    if let Some(mb) = x("mb_per_s") {
+        line.push_str(&format!("; {mb:.1} MB/s"));
     }
-
-    if output.verbose {
-        println!("{}", scene_line(&result));
-        if let Some(mb) = result.extra.get("mb_per_s") {
-            println!("  payload throughput: {mb:.2} MB/s");
-        }
-        for (what, n) in &errors {
-            println!("  errors: {n} × {what}");
-        }
-        if plan.dubbo_report {
+    println!("{line}");
+    for (what, n) in errors {
+        println!("  errors: {n} × {what}");
+    }
+    if plan.dubbo_report {
+        let stats: Vec<RoundStats> = rounds.iter().map(|s| s.stats.clone()).collect();
+        if let Some(median_round) = median_stats(&stats) {
             print!(
                 "{}",
                 dubbo_report(
                     &TestEnvironment::detect(),
                     &dubbo_scene(scene, plan),
-                    &stats
+                    &median_round
                 )
             );
         }
     }
-    Ok(SceneOutcome { result, errors })
 }
 
 fn round3(v: f64) -> f64 {
@@ -397,27 +763,51 @@ fn round3(v: f64) -> f64 {
 
 /// The Dubbo report's "Test Scene" for a scene.
 pub fn dubbo_scene(scene: &Scene, plan: &Plan) -> DubboScene {
-    let mut transporter = format!("brisk {}", scene.connect);
-    if scene.connect.uses_connection_count() {
-        transporter.push_str(&format!("×{}", scene.connections));
-    }
-    transporter.push_str(&format!(
-        ", {} write, {} calls",
-        scene.write_mode, scene.call_mode
-    ));
-    let mut server = format!("brisk {} dispatch", scene.server.dispatch);
-    if let Some(q) = scene.server.queue {
-        server.push_str(&format!(", {q} queue"));
-    }
+    let (transporter, server, serialization) = match scene.server {
+        Some(choice) => {
+            let mut transporter = format!("brisk {}", scene.connect);
+            if scene.connect.uses_connection_count() {
+                transporter.push_str(&format!("×{}", scene.connections));
+            }
+            transporter.push_str(&format!(
+                ", {} write, {} calls",
+                scene.write_mode, scene.call_mode
+            ));
+            let mut server = format!("brisk {} dispatch", choice.dispatch);
+            if let Some(q) = choice.queue {
+                server.push_str(&format!(", {q} queue"));
+            }
+            (transporter, server, scene.serializer.name().to_owned())
+        }
+        None => (
+            format!(
+                "{} ×{} connection(s), {} calls",
+                scene.player, scene.connections, scene.call_mode
+            ),
+            format!("{} server", scene.player),
+            peer_serialization(scene.player).to_owned(),
+        ),
+    };
     DubboScene {
         transporter,
         server_transporter: Some(server),
         server_threads: None,
-        serialization: scene.serializer.name().to_owned(),
+        serialization,
         timeout_ms: u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX),
         data_length: scene.payload,
         shared_connections: scene.connections,
         concurrent_threads: scene.concurrency,
         runs_per_thread: scene.requests / u64::from(scene.concurrency.max(1)),
+    }
+}
+
+/// The wire format a peer uses.
+fn peer_serialization(player: Player) -> &'static str {
+    match player {
+        Player::Brisk => "msgpack",
+        Player::Tarpc => "bincode",
+        Player::Tonic => "protobuf",
+        Player::Volo => "thrift binary",
+        Player::Raw => "raw bytes",
     }
 }

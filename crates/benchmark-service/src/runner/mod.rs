@@ -1,20 +1,24 @@
 //! The benchmark runner behind `examples/benchmark_client.rs`: jkbenchmark's scene
-//! matrix, run against brisk's benchmark server, reported in jkbenchmark's and
-//! Dubbo's formats.
+//! matrix, run against the benchmark server of every player (brisk and its peers), reported in
+//! jkbenchmark's and Dubbo's formats, with verdicts computed from the rounds.
 //!
 //! It lives in the library (not in the example) so that tests and other front ends
 //! can run the very same engine: the example is only argument parsing around
 //! [`cli::main`].
 //!
 //! Pieces:
-//! - [`plan`] — option dimensions, their cross product and the presets;
+//! - [`plan`] — option dimensions, their cross product grouped into points, and the presets;
+//! - [`claims`] — what a run can judge (brisk vs every peer, the seeds' setting claims) and
+//!   the seed 004 framework table;
 //! - [`target`] — where the server comes from (remote, spawned child, in-process);
-//! - [`engine`] — one scene: client, warm-up, rounds, sync/async callers, statistics;
+//! - [`engine`] — the one load engine: a point's scenes interleaved round by round, timed
+//!   windows or counted rounds, sync/async callers, medians, CPU and syscalls per call;
 //! - [`cli`] — the command line (clap) and the `__serve` entry of the spawned server;
 //! - [`http_load`] — `ab` / `wrk` against the server's HTTP/JSON listener (seed 001);
-//! - this module — [`run`] (all scenes, one server per dispatch × queue), the summary
-//!   table and the result files.
+//! - this module — [`run`] (all servers up, then point by point), the summary table and the
+//!   result files.
 
+pub mod claims;
 pub mod cli;
 pub mod engine;
 pub mod http_load;
@@ -24,12 +28,19 @@ pub mod target;
 use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::players::brisk::BriskOptions;
+use crate::players::{ClientSetup, PlayerClient};
 
 use crate::report::{write_charts_and_html_with_x, write_csv, write_json, ReportMeta, SceneResult};
 
 pub use cli::{serve_main, ClientArgs};
-pub use engine::{run_scene, SceneOutcome, SceneOutput};
-pub use plan::{CallMode, ConnectKind, Plan, Preset, Scenario, Scene, ServerChoice, Settings};
+pub use engine::{run_point, run_scene, PointScene, SceneOutcome, SceneOutput};
+pub use plan::{
+    CallMode, ConnectKind, LoadShape, Plan, Player, Preset, Scenario, Scene, ServerChoice,
+    ServerKey, Settings,
+};
 pub use target::{RunningServer, ServerSource};
 
 /// Why a run stopped.
@@ -85,17 +96,21 @@ impl RunOutcome {
     }
 }
 
-/// Runs every scene of the plan. When the runner manages the server it starts one per
-/// dispatch × queue choice, checks it answers, runs that choice's scenes and stops it; a
-/// remote server is checked once and runs the scenes of the first choice only (its
-/// dispatch and queue are not ours to change).
+/// Runs every scene of the plan.
 ///
-/// With [`Plan::http_load`] the started servers also listen for HTTP/JSON, and after each
-/// server's scenes [`http_load::run_tools`] runs `ab` / `wrk` against it (those installed); their
+/// When the runner manages the servers it starts all of them first — one per brisk dispatch ×
+/// queue and one per peer — checks that each answers, then runs the plan point by point
+/// ([`Plan::points`]), each point's scenes interleaved round by round ([`engine::run_point`]),
+/// and stops them at the end. A remote server (`--addr`, `--registry`) is brisk's: it runs the
+/// scenes of the first brisk server choice only (its dispatch and queue are not ours to change),
+/// and peers cannot be measured against it.
+///
+/// With [`Plan::http_load`] the started brisk servers also listen for HTTP/JSON, and after the
+/// scenes [`http_load::run_tools`] runs `ab` / `wrk` against each (those installed); their
 /// results are appended as scenes with connect type `http`.
 ///
 /// An unreachable server is an error ([`RunError::Connect`]); a scene whose client cannot
-/// be built later is reported in [`RunOutcome::failed`] and the run goes on.
+/// connect or whose round fails is reported in [`RunOutcome::failed`] and the run goes on.
 pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
     let plan = &options.plan;
     let source = if plan.http_load {
@@ -103,42 +118,68 @@ pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
     } else {
         options.server.clone()
     };
-    let scenes = plan.scenes();
-    let mut servers = plan.servers();
+    let mut keys = plan.server_keys();
     if !options.server.is_managed() {
-        servers.truncate(1);
+        if let Some(peer) = keys.iter().find(|k| k.player != Player::Brisk) {
+            return Err(RunError::Settings(format!(
+                "{} needs a server the runner starts; --addr and --registry name a brisk server \
+                 (leave them out, or run --players brisk)",
+                peer.player
+            )));
+        }
+        keys.truncate(1);
     }
     let output = SceneOutput {
         verbose: options.verbose,
         server_labels: options.server.is_managed(),
     };
+    let mut servers: Vec<(ServerKey, RunningServer)> = Vec::new();
+    let started = start_servers(&source, &keys, plan, options, &mut servers).await;
     let mut outcome = RunOutcome::default();
-    for choice in servers {
-        let server = RunningServer::start(&source, choice).await?;
+    if let Err(e) = started {
+        stop_servers(servers).await;
+        return Err(e);
+    }
+    for point in plan.points() {
+        let placed: Vec<PointScene<'_>> = point
+            .iter()
+            .filter_map(|scene| {
+                let (_, server) = servers.iter().find(|(k, _)| *k == scene.server_key())?;
+                Some(PointScene {
+                    scene,
+                    addr: server.addr(),
+                    server_pid: server.pid(),
+                })
+            })
+            .collect();
         if options.verbose {
-            let mut what = format!("server {} ({} dispatch", server.addr(), choice.dispatch);
-            if let Some(q) = choice.queue {
-                let _ = write!(what, ", {q} queue");
+            if let Some(first) = point.first() {
+                println!(
+                    "\n=== {} {} c={}{}",
+                    first.scenario,
+                    first.call_mode,
+                    first.concurrency,
+                    if first.scenario == Scenario::Echo {
+                        format!(", {} B", first.payload)
+                    } else {
+                        String::new()
+                    }
+                );
             }
-            if !options.server.is_managed() {
-                what = format!("server {} (remote", server.addr());
-            }
-            println!("\n##### {what})");
         }
-        if let Err(e) = engine::probe(server.addr(), plan.timeout).await {
-            server.stop().await;
-            return Err(RunError::Connect(format!("{e}")));
-        }
-        for scene in scenes.iter().filter(|s| s.server == choice) {
-            match run_scene(scene, plan, server.addr(), server.pid(), output).await {
+        for (p, result) in placed.iter().zip(run_point(&placed, plan, output).await) {
+            match result {
                 Ok(o) => outcome.scenes.push(o.result),
                 Err(e) => {
-                    eprintln!("{}: {e}", scene.label());
-                    outcome.failed.push((scene.label(), e.to_string()));
+                    eprintln!("{}: {e}", p.scene.label());
+                    outcome.failed.push((p.scene.label(), e.to_string()));
                 }
             }
         }
-        if plan.http_load {
+    }
+    if plan.http_load {
+        for (key, server) in &servers {
+            let Some(choice) = key.choice else { continue };
             match server.http_addr() {
                 Some(http) => {
                     let http = http.to_owned();
@@ -161,9 +202,76 @@ pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
                 ),
             }
         }
+    }
+    stop_servers(servers).await;
+    Ok(outcome)
+}
+
+/// Starts the server of every key and checks it answers; what started is in `servers` even
+/// when a later one fails, so the caller can stop it.
+async fn start_servers(
+    source: &ServerSource,
+    keys: &[ServerKey],
+    plan: &Plan,
+    options: &RunOptions,
+    servers: &mut Vec<(ServerKey, RunningServer)>,
+) -> Result<(), RunError> {
+    for &key in keys {
+        let server = RunningServer::start(source, key).await?;
+        if options.verbose {
+            let what = match (options.server.is_managed(), key.choice) {
+                (false, _) => "remote".to_owned(),
+                (true, Some(choice)) => match choice.queue {
+                    Some(q) => format!("{} dispatch, {q} queue", choice.dispatch),
+                    None => format!("{} dispatch", choice.dispatch),
+                },
+                (true, None) => key.player.settings().to_owned(),
+            };
+            println!("##### {} server {} ({what})", key.player, server.addr());
+        }
+        let probed = probe_player(key.player, server.addr(), plan.timeout).await;
+        servers.push((key, server));
+        if let Err(e) = probed {
+            return Err(RunError::Connect(format!("{}: {e}", key.player)));
+        }
+    }
+    Ok(())
+}
+
+async fn stop_servers(servers: Vec<(ServerKey, RunningServer)>) {
+    for (_, server) in servers {
         server.stop().await;
     }
-    Ok(outcome)
+}
+
+/// One call of a scenario the player implements: the check that its server answers.
+async fn probe_player(player: Player, addr: &str, timeout: Duration) -> Result<(), String> {
+    if player == Player::Brisk {
+        return engine::probe(addr, timeout)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    let setup = ClientSetup {
+        addr,
+        connections: 1,
+        timeout,
+        brisk: BriskOptions::default(),
+    };
+    let client = PlayerClient::connect(player, &setup)
+        .await
+        .map_err(|e| e.to_string())?;
+    let scenario = if player.supports(Scenario::Nth) {
+        Scenario::Nth
+    } else {
+        Scenario::Echo
+    };
+    let payload = bytes::Bytes::from_static(b"probe");
+    let result = client
+        .call(0, scenario, 1, &payload)
+        .await
+        .and_then(|reply| reply.check(scenario, 1, &payload));
+    client.close();
+    result.map_err(|e| e.to_string())
 }
 
 /// A fixed-width table of all scenes: options that vary, TPS, latencies and errors.
@@ -202,6 +310,7 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
         }),
     ];
     let mut cols: Vec<Col> = vec![
+        ("player", |s| s.player.clone()),
         ("scenario", |s| s.scenario.clone()),
         ("c", |s| s.concurrency.to_string()),
         ("n", |s| s.requests.to_string()),
@@ -212,8 +321,20 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
             .into_iter()
             .filter(|(_, f)| varies(*f) || scenes.len() == 1),
     );
-    cols.extend::<[Col; 7]>([
+    cols.extend::<[Col; 9]>([
         ("TPS", |s| format!("{:.0}", s.tps)),
+        ("min–max", |s| {
+            match (s.extra.get("tps_min"), s.extra.get("tps_max")) {
+                (Some(lo), Some(hi)) => format!("{lo:.0}–{hi:.0}"),
+                _ => String::new(),
+            }
+        }),
+        ("µs/call", |s| {
+            s.extra
+                .get("server_cpu_us_per_call")
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_default()
+        }),
         ("avg ms", |s| format!("{:.3}", s.avg_ms)),
         ("p50", |s| format!("{:.3}", s.p50_ms)),
         ("p99", |s| format!("{:.3}", s.p99_ms)),
@@ -251,7 +372,7 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
             .zip(&widths)
             .enumerate()
             .map(|(i, (c, w))| {
-                if i < 4 {
+                if i < 5 {
                     format!("{c:<w$}")
                 } else {
                     format!("{c:>w$}")
@@ -327,6 +448,7 @@ mod tests {
         let t = summary_table(&[a, b]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 4);
+        assert!(lines[0].starts_with("player"));
         assert!(lines[0].contains("connect"));
         assert!(!lines[0].contains("queue"));
         assert!(lines[2].contains("fixed/10"));

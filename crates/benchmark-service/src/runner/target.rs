@@ -18,9 +18,12 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::server::{self, ListeningAddrs, ServerArgs, StartedServer, SERVE_SUBCOMMAND};
+use crate::players::Player;
+use crate::server::{
+    self, ListeningAddrs, ServerArgs, StartedPeer, StartedServer, SERVE_SUBCOMMAND,
+};
 
-use super::plan::ServerChoice;
+use super::plan::ServerKey;
 use super::RunError;
 
 /// How long a spawned server may take to print `LISTENING`.
@@ -77,14 +80,20 @@ impl ServerSource {
     }
 }
 
-/// The server args for one dispatch × queue choice on a free loopback port (an HTTP address in
-/// `base` is kept).
-pub fn server_args(base: &ServerArgs, choice: ServerChoice) -> ServerArgs {
+/// The server args for one server on a free loopback port: brisk with its dispatch × queue (an
+/// HTTP address in `base` is kept), or a peer (no HTTP listener, brisk's flags unused).
+pub fn server_args(base: &ServerArgs, key: ServerKey) -> ServerArgs {
     let mut args = base.clone();
     args.addr = Some("127.0.0.1:0".to_owned());
-    args.dispatch = Some(choice.dispatch);
-    if choice.queue.is_some() {
-        args.queue = choice.queue;
+    if key.player != Player::Brisk {
+        args.player = Some(key.player);
+        args.http_addr = None;
+    }
+    if let Some(choice) = key.choice {
+        args.dispatch = Some(choice.dispatch);
+        if choice.queue.is_some() {
+            args.queue = choice.queue;
+        }
     }
     args
 }
@@ -230,6 +239,7 @@ enum Inner {
     Remote,
     Child(ChildServer),
     InProcess(Box<StartedServer>),
+    InProcessPeer(StartedPeer),
 }
 
 /// A server the scenes of one dispatch × queue choice run against.
@@ -251,8 +261,8 @@ impl std::fmt::Debug for RunningServer {
 }
 
 impl RunningServer {
-    /// Starts (or, for a remote server, just names) the server for `choice`.
-    pub async fn start(source: &ServerSource, choice: ServerChoice) -> Result<Self, RunError> {
+    /// Starts (or, for a remote server, just names) the server for `key`.
+    pub async fn start(source: &ServerSource, key: ServerKey) -> Result<Self, RunError> {
         match source {
             ServerSource::Remote(addr) => Ok(RunningServer {
                 addr: addr.clone(),
@@ -261,7 +271,7 @@ impl RunningServer {
                 inner: Inner::Remote,
             }),
             ServerSource::Spawn { program, base } => {
-                let args = server_args(base, choice);
+                let args = server_args(base, key);
                 let program = program.clone();
                 let (child, addrs) =
                     tokio::task::spawn_blocking(move || ChildServer::spawn(&program, &args))
@@ -276,8 +286,23 @@ impl RunningServer {
                     inner: Inner::Child(child),
                 })
             }
+            ServerSource::InProcess { base } if key.player != Player::Brisk => {
+                let args = server_args(base, key);
+                let peer = server::start_peer(&args, key.player).await.map_err(|e| {
+                    RunError::Server(format!(
+                        "cannot start the in-process {} server: {e}",
+                        key.player
+                    ))
+                })?;
+                Ok(RunningServer {
+                    addr: peer.addr.to_string(),
+                    http_addr: None,
+                    pid: None,
+                    inner: Inner::InProcessPeer(peer),
+                })
+            }
             ServerSource::InProcess { base } => {
-                let args = server_args(base, choice);
+                let args = server_args(base, key);
                 let started = server::start(&args).await.map_err(|e| {
                     RunError::Server(format!("cannot start the in-process server: {e}"))
                 })?;
@@ -317,6 +342,7 @@ impl RunningServer {
             Inner::InProcess(started) => {
                 started.shutdown().await;
             }
+            Inner::InProcessPeer(peer) => peer.task.abort(),
         }
     }
 }

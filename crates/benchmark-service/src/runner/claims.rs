@@ -1,0 +1,460 @@
+//! The claims a run can judge, derived from its plan, and the seed 004 framework table.
+//!
+//! The README used to judge each seed's claims by eye ("within noise"). Here the runner states
+//! them from what the plan varies and judges each from the rounds ([`judge`]): with players,
+//! "brisk beats every peer" at every point (and "within 1.1× of raw" where the raw ceiling
+//! ran); with brisk settings, the seed's own claims — fixed beats reused, async write lowers
+//! latency, the transfer queue lowers latency, direct beats pool dispatch, persistent
+//! connections beat one per call, msgpack beats json.
+
+use std::fmt::Write as _;
+
+use crate::players::Player;
+use crate::report::{judge, median, Claim, Filter, Judgement, Metric, SceneResult};
+
+use super::plan::{ConnectKind, Plan, Scene};
+
+/// The options that make one comparison point of players.
+const POINT: [&str; 5] = [
+    "scenario",
+    "call_mode",
+    "concurrency",
+    "payload",
+    "connections",
+];
+
+/// brisk's own options besides the one compared.
+const BRISK_OPTIONS: [&str; 6] = [
+    "connect_type",
+    "connections",
+    "write_mode",
+    "serializer",
+    "dispatch",
+    "queue",
+];
+
+/// The claims of `plan`, in print order.
+pub fn claims(plan: &Plan) -> Vec<Claim> {
+    let scenes = plan.scenes();
+    let mut out = Vec::new();
+    player_claims(plan, &scenes, &mut out);
+    setting_claims(&scenes, &mut out);
+    out
+}
+
+fn distinct<T: PartialEq + Clone>(values: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn point_text(s: &Scene) -> String {
+    let mut t = format!("{} {} c={}", s.scenario, s.call_mode, s.concurrency);
+    if s.payload > 0 {
+        let _ = write!(t, " {} B", s.payload);
+    }
+    if s.player != Player::Brisk || s.connections != 10 {
+        let _ = write!(t, " ×{} conn", s.connections);
+    }
+    t
+}
+
+fn point_scope(s: &Scene) -> Filter {
+    Filter(vec![
+        ("scenario".into(), s.scenario.name().into()),
+        ("call_mode".into(), s.call_mode.name().into()),
+        ("concurrency".into(), s.concurrency.to_string()),
+        ("payload".into(), s.payload.to_string()),
+        ("connections".into(), s.connections.to_string()),
+    ])
+}
+
+/// brisk against the peers, and against raw, at every point; one claim per brisk dispatch
+/// when several ran (the other brisk options pinned to their first value).
+fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
+    let players = distinct(scenes.iter().map(|s| s.player));
+    if !players.contains(&Player::Brisk) {
+        return;
+    }
+    let peers: Vec<&str> = players
+        .iter()
+        .filter(|p| p.is_peer())
+        .map(|p| p.name())
+        .collect();
+    let raw = players.contains(&Player::Raw);
+    let brisk: Vec<&Scene> = scenes
+        .iter()
+        .filter(|s| s.player == Player::Brisk)
+        .collect();
+    let Some(first) = brisk.first() else { return };
+    let dispatches = distinct(brisk.iter().filter_map(|s| s.server.map(|c| c.dispatch)));
+    let points = distinct(scenes.iter().map(|s| {
+        let mut p = (*s).clone();
+        p.player = Player::Brisk;
+        p.server = None;
+        p.connect = ConnectKind::Fixed;
+        p.write_mode = first.write_mode;
+        p.serializer = first.serializer;
+        p
+    }));
+    for &dispatch in &dispatches {
+        let mut subject = vec![
+            ("player".to_owned(), "brisk".to_owned()),
+            ("connect_type".to_owned(), first.connect.name().to_owned()),
+            ("write_mode".to_owned(), first.write_mode.name().to_owned()),
+            ("serializer".to_owned(), first.serializer.name().to_owned()),
+        ];
+        let who = if dispatches.len() > 1 {
+            subject.push(("dispatch".to_owned(), dispatch.name().to_owned()));
+            format!("brisk ({dispatch})")
+        } else {
+            "brisk".to_owned()
+        };
+        for point in &points {
+            if !peers.is_empty() {
+                out.push(Claim {
+                    text: format!("{who} beats every peer on {}", point_text(point)),
+                    metric: Metric::Tps,
+                    scope: point_scope(point),
+                    subject: Filter(subject.clone()),
+                    rivals: Filter::of(&[("player", &peers.join("|"))]),
+                    group_by: POINT.iter().map(|s| (*s).to_owned()).collect(),
+                    tolerance: 1.0,
+                });
+            }
+            if raw && Player::Raw.supports(point.scenario) {
+                out.push(Claim {
+                    text: format!("{who} p50 within 1.1× raw on {}", point_text(point)),
+                    metric: Metric::P50,
+                    scope: point_scope(point),
+                    subject: Filter(subject.clone()),
+                    rivals: Filter::of(&[("player", "raw")]),
+                    group_by: POINT.iter().map(|s| (*s).to_owned()).collect(),
+                    tolerance: 1.1,
+                });
+            }
+        }
+    }
+    let _ = plan;
+}
+
+/// The seeds' claims about brisk's settings, where the plan varies that setting.
+fn setting_claims(scenes: &[Scene], out: &mut Vec<Claim>) {
+    let brisk: Vec<&Scene> = scenes
+        .iter()
+        .filter(|s| s.player == Player::Brisk)
+        .collect();
+    let has = |option: &str, value: &str| {
+        brisk.iter().any(|s| match option {
+            "connect_type" => s.connect.name() == value,
+            "write_mode" => s.write_mode.name() == value,
+            "queue" => s
+                .server
+                .and_then(|c| c.queue)
+                .is_some_and(|q| q.to_string() == value),
+            "dispatch" => s.server.is_some_and(|c| c.dispatch.name() == value),
+            "serializer" => s.serializer.name() == value,
+            _ => false,
+        })
+    };
+    type Seed = (
+        &'static str,
+        &'static str,
+        &'static str,
+        Metric,
+        &'static str,
+    );
+    let seeds: [Seed; 8] = [
+        (
+            "connect_type",
+            "fixed",
+            "reused",
+            Metric::Tps,
+            "fixed connections beat one reused connection",
+        ),
+        (
+            "connect_type",
+            "pooled",
+            "reused",
+            Metric::Tps,
+            "pooled connections beat one reused connection",
+        ),
+        (
+            "connect_type",
+            "fixed",
+            "percall",
+            Metric::Tps,
+            "persistent connections beat a connection per call",
+        ),
+        (
+            "write_mode",
+            "async",
+            "sync",
+            Metric::P50,
+            "async write lowers latency",
+        ),
+        (
+            "write_mode",
+            "async",
+            "sync",
+            Metric::Tps,
+            "async write raises TPS",
+        ),
+        (
+            "queue",
+            "transfer",
+            "blocking",
+            Metric::P50,
+            "the transfer queue lowers latency",
+        ),
+        (
+            "dispatch",
+            "direct",
+            "pool",
+            Metric::Tps,
+            "direct dispatch beats pool dispatch",
+        ),
+        (
+            "serializer",
+            "msgpack",
+            "json",
+            Metric::Tps,
+            "msgpack beats json",
+        ),
+    ];
+    for (option, subject, rival, metric, text) in seeds {
+        if !(has(option, subject) && has(option, rival)) {
+            continue;
+        }
+        let mut group_by: Vec<String> = ["scenario", "call_mode", "concurrency", "payload"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        group_by.extend(
+            BRISK_OPTIONS
+                .iter()
+                .filter(|o| **o != option && !(option == "connect_type" && **o == "connections"))
+                .map(|o| (*o).to_owned()),
+        );
+        out.push(Claim {
+            text: format!(
+                "{text} ({} {})",
+                metric.name(),
+                if metric == Metric::Tps {
+                    "higher"
+                } else {
+                    "lower"
+                }
+            ),
+            metric,
+            scope: Filter::of(&[("player", "brisk")]),
+            subject: Filter::of(&[(option, subject)]),
+            rivals: Filter::of(&[(option, rival)]),
+            group_by,
+            tolerance: 1.0,
+        });
+    }
+}
+
+/// Judges every claim of `plan` over the results.
+pub fn judge_all(plan: &Plan, results: &[SceneResult]) -> Vec<Judgement> {
+    claims(plan).iter().map(|c| judge(c, results)).collect()
+}
+
+/// The verdicts as text lines.
+pub fn verdict_lines(judgements: &[Judgement]) -> String {
+    let mut out = String::new();
+    for j in judgements {
+        let _ = writeln!(out, "{j}");
+    }
+    out
+}
+
+/// Seed 004's framework table as Markdown: one row per player × call mode, one column per
+/// scenario × concurrency, each cell the median TPS; then a row per call mode with brisk's
+/// ratio to the best peer. `None` when the results hold a single player.
+pub fn framework_table(results: &[SceneResult]) -> Option<String> {
+    let players = distinct(results.iter().map(|s| s.player.clone()));
+    if players.len() < 2 {
+        return None;
+    }
+    let columns = distinct(results.iter().map(|s| {
+        let mut label = format!("{} c={}", s.scenario, s.concurrency);
+        if s.payload > 0 {
+            let _ = write!(label, " {} B", s.payload);
+        }
+        (
+            s.scenario.clone(),
+            s.concurrency,
+            s.payload,
+            s.connections,
+            label,
+        )
+    }));
+    let modes = distinct(results.iter().map(|s| s.call_mode.clone()));
+    // brisk's first dispatch stands for brisk in the table (the verdicts cover the others).
+    let brisk_dispatch = results
+        .iter()
+        .find(|s| s.player == "brisk")
+        .map(|s| s.dispatch.clone());
+    let cell = |player: &str, mode: &str, col: &(String, u32, u64, u32, String)| {
+        results
+            .iter()
+            .find(|s| {
+                s.player == player
+                    && s.call_mode == mode
+                    && s.scenario == col.0
+                    && s.concurrency == col.1
+                    && s.payload == col.2
+                    && s.connections == col.3
+                    && (player != "brisk" || Some(&s.dispatch) == brisk_dispatch.as_ref())
+            })
+            .map(|s| s.tps)
+    };
+    let mut out = String::from("| player | mode |");
+    for c in &columns {
+        let _ = write!(out, " {} |", c.4);
+    }
+    out.push_str("\n|---|---|");
+    out.push_str(&"---|".repeat(columns.len()));
+    out.push('\n');
+    for mode in &modes {
+        for player in &players {
+            let _ = write!(out, "| {player} | {mode} |");
+            for c in &columns {
+                match cell(player, mode, c) {
+                    Some(tps) => {
+                        let _ = write!(out, " {tps:.0} |");
+                    }
+                    None => out.push_str(" — |"),
+                }
+            }
+            out.push('\n');
+        }
+        let _ = write!(out, "| **brisk ÷ best peer** | {mode} |");
+        for c in &columns {
+            let brisk = cell("brisk", mode, c);
+            let best_peer = players
+                .iter()
+                .filter(|p| p.parse::<Player>().is_ok_and(Player::is_peer))
+                .filter_map(|p| cell(p, mode, c))
+                .reduce(f64::max);
+            match (brisk, best_peer) {
+                (Some(b), Some(p)) if p > 0.0 => {
+                    let _ = write!(out, " **{:.2}×** |", b / p);
+                }
+                _ => out.push_str(" — |"),
+            }
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// The median of the ratios brisk ÷ best peer over the framework table's cells.
+pub fn median_ratio_to_peers(results: &[SceneResult]) -> Option<f64> {
+    let mut ratios = Vec::new();
+    for s in results.iter().filter(|s| s.player == "brisk") {
+        let best = results
+            .iter()
+            .filter(|p| p.player.parse::<Player>().is_ok_and(Player::is_peer))
+            .filter(|p| {
+                p.scenario == s.scenario
+                    && p.call_mode == s.call_mode
+                    && p.concurrency == s.concurrency
+                    && p.payload == s.payload
+                    && p.connections == s.connections
+            })
+            .map(|p| p.tps)
+            .reduce(f64::max);
+        if let Some(best) = best.filter(|b| *b > 0.0) {
+            ratios.push(s.tps / best);
+        }
+    }
+    median(&ratios)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{RoundFigures, Verdict};
+    use crate::runner::plan::{Preset, Settings};
+
+    fn result(player: &str, scenario: &str, c: u32, mode: &str, tps: &[f64]) -> SceneResult {
+        let mut s = SceneResult::new(player, scenario, c, 0, mode);
+        s.connections = 10;
+        if player == "brisk" {
+            s.connect_type = "fixed".into();
+            s.write_mode = "async".into();
+            s.serializer = "msgpack".into();
+            s.dispatch = "pool".into();
+            s.queue = "transfer".into();
+        }
+        s.rounds = tps
+            .iter()
+            .map(|&t| RoundFigures {
+                tps: t,
+                p50_ms: 1.0 / t,
+                p99_ms: 2.0 / t,
+            })
+            .collect();
+        s.tps = median(tps).unwrap_or(0.0);
+        s
+    }
+
+    #[test]
+    fn the_main_job_claims_brisk_beats_every_peer_at_every_point() {
+        let plan = Preset::JkrpcMatrix.settings().resolve().unwrap();
+        let claims = claims(&plan);
+        // 4 scenarios × 4 concurrencies × 2 modes, no raw, one dispatch, no brisk setting varies.
+        assert_eq!(claims.len(), 32);
+        assert!(claims[0]
+            .text
+            .starts_with("brisk beats every peer on nth sync c=1"));
+        let results = vec![
+            result("brisk", "nth", 1, "sync", &[300.0, 310.0, 320.0]),
+            result("tarpc", "nth", 1, "sync", &[100.0, 100.0, 100.0]),
+            result("tonic", "nth", 1, "sync", &[200.0, 330.0, 200.0]),
+            result("volo", "nth", 1, "sync", &[50.0, 50.0, 50.0]),
+        ];
+        let j = judge(&claims[0], &results);
+        assert_eq!(j.verdict, Verdict::Inconclusive);
+        assert_eq!((j.agreeing, j.compared), (2, 3));
+        let table = framework_table(&results).unwrap();
+        assert!(table.contains("| tonic | sync | 200 |"), "{table}");
+        assert!(table.contains("**1.55×**"), "{table}");
+        assert_eq!(median_ratio_to_peers(&results), Some(310.0 / 200.0));
+    }
+
+    #[test]
+    fn setting_presets_claim_the_seeds_findings() {
+        let texts = |p: Preset| -> Vec<String> {
+            claims(&p.settings().resolve().unwrap())
+                .into_iter()
+                .map(|c| c.text)
+                .collect()
+        };
+        assert!(texts(Preset::ConnectType)
+            .iter()
+            .any(|t| t.starts_with("fixed connections beat one reused connection")));
+        assert!(texts(Preset::WriteMode)
+            .iter()
+            .any(|t| t.starts_with("async write lowers latency")));
+        assert!(texts(Preset::Queue)
+            .iter()
+            .any(|t| t.starts_with("the transfer queue lowers latency")));
+        let peers = texts(Preset::Peers);
+        assert!(peers
+            .iter()
+            .any(|t| t.starts_with("brisk (direct) p50 within 1.1× raw")));
+        assert!(peers
+            .iter()
+            .any(|t| t.starts_with("direct dispatch beats pool dispatch")));
+        let single = Settings::default().resolve().unwrap();
+        assert!(claims(&single).is_empty());
+    }
+}
