@@ -23,6 +23,9 @@ pub mod tarpc;
 pub mod tonic;
 pub mod volo;
 
+#[cfg(test)]
+mod test_support;
+
 use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
