@@ -14,6 +14,7 @@ pub mod runner;
 pub mod scenario;
 pub mod server;
 pub mod service;
+pub mod sockstat;
 pub mod store;
 
 pub use service::{

@@ -1,44 +1,10 @@
-//! What the runner reads about a process from `/proc`: its CPU time (user + system) and how
-//! many write system calls it has made — the per-call CPU and syscall figures of every scene,
-//! for every player, read the same way from outside the process so no framework needs a hook.
+//! What the runner reads about a process from `/proc`: its CPU time (user + system) — the
+//! per-call CPU figure of every scene, for every player, read the same way from outside the
+//! process so that no framework needs a hook.
 //!
-//! Both are cumulative counters: a scene reads them at the start and the end of its measured
-//! window and divides the difference by the calls completed in it. CPU time comes in clock
-//! ticks (10 ms), so it means something over windows of a second or more; `syscw` counts
-//! `write`/`writev`/`sendmsg`-family calls exactly.
-
-/// Cumulative counters of one process.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProcessCounters {
-    /// CPU time used so far, seconds.
-    pub cpu_seconds: f64,
-    /// Write system calls so far (`syscw` of `/proc/<pid>/io`); `None` when unreadable.
-    pub write_syscalls: Option<u64>,
-}
-
-impl ProcessCounters {
-    /// The counters of `pid` now; `None` when its CPU time cannot be read (not Linux, or the
-    /// process is gone).
-    pub fn read(pid: u32) -> Option<ProcessCounters> {
-        Some(ProcessCounters {
-            cpu_seconds: process_cpu_seconds(pid)?,
-            write_syscalls: process_write_syscalls(pid),
-        })
-    }
-}
-
-/// Write system calls (`syscw`) the process `pid` has made, from `/proc/<pid>/io`.
-pub fn process_write_syscalls(pid: u32) -> Option<u64> {
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
-    parse_io_field(&io, "syscw")
-}
-
-fn parse_io_field(io: &str, key: &str) -> Option<u64> {
-    io.lines().find_map(|line| {
-        let (k, v) = line.split_once(':')?;
-        (k.trim() == key).then(|| v.trim().parse().ok()).flatten()
-    })
-}
+//! It is a cumulative counter: a scene reads it at the start and the end of its measured window
+//! and divides the difference by the calls completed in it. CPU time comes in clock ticks
+//! (10 ms), so it means something over windows of a second or more.
 
 /// CPU time (user + system, in seconds) the process `pid` has used, from `/proc/<pid>/stat`;
 /// `None` when it cannot be read (not Linux, or the process is gone).
@@ -122,16 +88,5 @@ mod tests {
         }
         assert_eq!(auxv_value(&v, 17), Some(100));
         assert_eq!(auxv_value(&v, 99), None);
-    }
-
-    #[test]
-    fn io_fields_parse() {
-        let io = "rchar: 10\nwchar: 20\nsyscr: 3\nsyscw: 4\n";
-        assert_eq!(parse_io_field(io, "syscw"), Some(4));
-        assert_eq!(parse_io_field(io, "nope"), None);
-        if cfg!(target_os = "linux") {
-            let c = ProcessCounters::read(std::process::id()).unwrap();
-            assert!(c.write_syscalls.is_some());
-        }
     }
 }

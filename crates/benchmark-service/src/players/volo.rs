@@ -14,9 +14,11 @@
 //!
 //! Both halves use volo's documented defaults: TTHeader + framed + binary protocol, the
 //! pingpong (one call in flight per connection) pooled transport on the client. The only
-//! settings the suite applies are the per-call timeout (`rpc_timeout`) and the scene's
-//! connection count as the pool's `max_idle_per_key`, volo's one connection-count setting (see
-//! [`SETTINGS`]).
+//! setting the suite applies is the per-call timeout (`rpc_timeout`). The scene's connection
+//! count does not map: volo's pool opens a connection per call in flight and keeps them idle
+//! for reuse (`max_idle_per_key`, default 10240). Capping the idle ones at the scene's count
+//! would make every call beyond it dial and close a connection — a penalty no volo user
+//! configures — so the pool keeps its default (see [`SETTINGS`]).
 //!
 //! One thing this module cannot keep from panicking: the generated client methods end in
 //! `unreachable!()` for a reply that names another method of the service than the one called
@@ -56,9 +58,9 @@ mod gen {
 
 /// What the suite sets for volo.
 pub const SETTINGS: &str = "volo-thrift defaults (TTHeader + framed binary, pingpong pooled \
-transport: one call in flight per connection) with rpc_timeout = the scene's timeout and the \
-pool's max_idle_per_key = the scene's connections; volo cannot cap open connections, so calls \
-in flight beyond that count open extra connections, which are closed after their call";
+transport: one call in flight per connection, so as many connections as calls in flight, kept \
+idle for reuse) with rpc_timeout = the scene's timeout; volo has no connection-count setting \
+(the scene's connections do not apply)";
 
 /// The service name the client reports to the server (volo's `callee_name`).
 const SERVICE_NAME: &str = "benchmark";
@@ -71,21 +73,18 @@ pub struct Client {
 }
 
 impl Client {
-    /// Builds a volo client for `addr` with volo's default pooled transport, `rpc_timeout` =
-    /// `timeout` and the pool keeping up to `connections` idle connections, then makes one
+    /// Builds a volo client for `addr` with volo's default pooled transport and `rpc_timeout` =
+    /// `timeout` (`connections` does not apply, see the module docs), then makes one
     /// `do_nothing` call, so that an unreachable server fails here and not on every call (volo
     /// connects lazily; the probe's connection stays in the pool).
     pub async fn connect(
         addr: SocketAddr,
-        connections: usize,
+        _connections: usize,
         timeout: Duration,
     ) -> Result<Client, CallError> {
-        let pool =
-            volo_thrift::transport::pool::Config::default().max_idle_per_key(connections.max(1));
         let inner = gen::BenchmarkServiceClientBuilder::new(SERVICE_NAME)
             .address(addr)
             .rpc_timeout(Some(timeout))
-            .pool_config(pool)
             .build();
         let client = Client { inner };
         client

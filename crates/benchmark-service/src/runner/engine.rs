@@ -22,8 +22,9 @@
 //! Key `i % 10 + 1` like jkbenchmark. Every answer is checked ([`Reply::check`]): the record
 //! with the asked id, or the echoed bytes. A failed call is counted and described in an
 //! [`ErrorTally`]; it never stops the run. Around the measured window the runner reads the
-//! server process's and its own CPU time and write syscalls ([`ProcessCounters`]), which give
-//! CPU µs and writes per call on each side.
+//! server process's and its own CPU time ([`process_cpu_seconds`]) and the TCP data segments
+//! each side sent over the server's port ([`data_segments`]), which give CPU µs and writes per
+//! call on each side.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,11 +37,12 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::players::{brisk::BriskOptions, CallError, ClientSetup, Player, PlayerClient, Reply};
-use crate::procfs::ProcessCounters;
+use crate::procfs::process_cpu_seconds;
 use crate::report::{
     dubbo_report, median, median_stats, scene_line, spread, DubboScene, LatencyRecorder,
     RoundFigures, RoundStats, SceneResult, TestEnvironment,
 };
+use crate::sockstat::{data_segments, SegmentCounts};
 
 use super::plan::{CallMode, Plan, Scenario, Scene};
 use super::RunError;
@@ -147,8 +149,10 @@ fn key_of(i: u64) -> i64 {
 pub struct Variant {
     /// The scene.
     pub scene: Scene,
-    /// The server's process (for its CPU time and write syscalls), when it is a child.
+    /// The server's process (for its CPU time), when it is a child.
     pub server_pid: Option<u32>,
+    /// The server's port (for the segments each side sent), when the address names one.
+    server_port: Option<u16>,
     ctx: Arc<SceneCtx>,
 }
 
@@ -185,6 +189,7 @@ impl Variant {
         Ok(Variant {
             scene: scene.clone(),
             server_pid,
+            server_port: addr.parse::<std::net::SocketAddr>().ok().map(|a| a.port()),
             ctx: Arc::new(SceneCtx {
                 client,
                 scenario: scene.scenario,
@@ -236,13 +241,13 @@ impl Variant {
             });
         }
         tokio::time::sleep(warmup).await;
-        let before = Counters::read(self.server_pid);
+        let before = Counters::read(self.server_pid, self.server_port);
         ctx.recording.store(true, Ordering::Relaxed);
         let opened = Instant::now();
         tokio::time::sleep(window).await;
         ctx.recording.store(false, Ordering::Relaxed);
         let elapsed = opened.elapsed();
-        let after = Counters::read(self.server_pid);
+        let after = Counters::read(self.server_pid, self.server_port);
         ctx.stop.store(true, Ordering::Relaxed);
         let rec = join_callers(callers, timeout + DRAIN_GRACE).await?;
         Ok(Sample::new(&rec, elapsed, before, after))
@@ -252,11 +257,11 @@ impl Variant {
         if warmup > 0 {
             self.counted_calls(warmup, false).await?;
         }
-        let before = Counters::read(self.server_pid);
+        let before = Counters::read(self.server_pid, self.server_port);
         let started = Instant::now();
         let rec = self.counted_calls(requests, true).await?;
         let elapsed = started.elapsed();
-        let after = Counters::read(self.server_pid);
+        let after = Counters::read(self.server_pid, self.server_port);
         Ok(Sample::new(&rec, elapsed, before, after))
     }
 
@@ -436,15 +441,17 @@ async fn join_callers(
 /// The server's and this process's counters at one moment.
 #[derive(Debug, Clone, Copy)]
 struct Counters {
-    server: Option<ProcessCounters>,
-    client: Option<ProcessCounters>,
+    server_cpu: Option<f64>,
+    client_cpu: Option<f64>,
+    segments: Option<SegmentCounts>,
 }
 
 impl Counters {
-    fn read(server_pid: Option<u32>) -> Counters {
+    fn read(server_pid: Option<u32>, server_port: Option<u16>) -> Counters {
         Counters {
-            server: server_pid.and_then(ProcessCounters::read),
-            client: ProcessCounters::read(std::process::id()),
+            server_cpu: server_pid.and_then(process_cpu_seconds),
+            client_cpu: process_cpu_seconds(std::process::id()),
+            segments: server_port.and_then(data_segments),
         }
     }
 }
@@ -456,31 +463,29 @@ pub struct Sample {
     pub stats: RoundStats,
     /// Server CPU seconds spent in the window.
     pub server_cpu: Option<f64>,
-    /// Server write syscalls in the window.
+    /// TCP data segments the server sent in the window (≈ its writes).
     pub server_writes: Option<u64>,
     /// This process's (the load generator's) CPU seconds in the window.
     pub client_cpu: Option<f64>,
-    /// This process's write syscalls in the window.
+    /// TCP data segments the clients sent in the window (≈ their writes).
     pub client_writes: Option<u64>,
 }
 
 impl Sample {
     fn new(rec: &LatencyRecorder, elapsed: Duration, before: Counters, after: Counters) -> Sample {
-        let cpu = |a: Option<ProcessCounters>, b: Option<ProcessCounters>| match (a, b) {
-            (Some(a), Some(b)) if elapsed >= MIN_CPU_SAMPLE => {
-                Some((b.cpu_seconds - a.cpu_seconds).max(0.0))
-            }
+        let cpu = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) if elapsed >= MIN_CPU_SAMPLE => Some((b - a).max(0.0)),
             _ => None,
         };
-        let writes = |a: Option<ProcessCounters>, b: Option<ProcessCounters>| {
-            Some(b?.write_syscalls?.saturating_sub(a?.write_syscalls?))
+        let segments = |f: fn(&SegmentCounts) -> u64| {
+            Some(f(&after.segments?).saturating_sub(f(&before.segments?)))
         };
         Sample {
             stats: RoundStats::from_recorder(rec, elapsed),
-            server_cpu: cpu(before.server, after.server),
-            server_writes: writes(before.server, after.server),
-            client_cpu: cpu(before.client, after.client),
-            client_writes: writes(before.client, after.client),
+            server_cpu: cpu(before.server_cpu, after.server_cpu),
+            server_writes: segments(|c| c.server),
+            client_cpu: cpu(before.client_cpu, after.client_cpu),
+            client_writes: segments(|c| c.client),
         }
     }
 
