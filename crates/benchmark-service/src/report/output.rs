@@ -759,7 +759,7 @@ fn html_page(
         "error %",
         "runtime ms",
         "server CPU µs/call",
-        "server writes/call",
+        "server segments/call",
         "extra",
     ] {
         let _ = write!(h, "<th>{}</th>", xml_escape(col));
@@ -809,7 +809,7 @@ fn html_page(
         h.push_str(&num(x("server_cpu_us_per_call")
             .map(|v| format!("{v:.1}"))
             .unwrap_or_default()));
-        h.push_str(&num(x("server_writes_per_call")
+        h.push_str(&num(x("server_segments_per_call")
             .map(|v| format!("{v:.2}"))
             .unwrap_or_default()));
         h.push_str(&text(&extra));

@@ -23,7 +23,7 @@
 //! with the asked id, or the echoed bytes. A failed call is counted and described in an
 //! [`ErrorTally`]; it never stops the run. Around the measured window the runner reads the
 //! server process's and its own CPU time ([`process_cpu_seconds`]) and the TCP data segments
-//! each side sent over the server's port ([`data_segments`]), which give CPU µs and writes per
+//! each side sent over the server's port ([`data_segments`]), which give CPU µs and writes (segments) per
 //! call on each side.
 
 use std::collections::BTreeMap;
@@ -689,11 +689,11 @@ pub fn scene_result(
         per_call(&|s| s.per_call(s.client_cpu, 1e6)),
     );
     extra(
-        "server_writes_per_call",
+        "server_segments_per_call",
         per_call(&|s| s.per_call(s.server_writes.map(|w| w as f64), 1.0)),
     );
     extra(
-        "client_writes_per_call",
+        "client_segments_per_call",
         per_call(&|s| s.per_call(s.client_writes.map(|w| w as f64), 1.0)),
     );
     if scene.scenario == Scenario::Echo {
@@ -734,8 +734,8 @@ fn print_scene(
     if let (Some(pct), Some(us)) = (x("server_cpu_pct"), x("server_cpu_us_per_call")) {
         line.push_str(&format!("; server CPU {pct:.0}%, {us:.1} µs/call"));
     }
-    if let Some(w) = x("server_writes_per_call") {
-        line.push_str(&format!(", {w:.2} writes/call"));
+    if let Some(w) = x("server_segments_per_call") {
+        line.push_str(&format!(", {w:.2} segments/call"));
     }
     if let Some(us) = x("client_cpu_us_per_call") {
         line.push_str(&format!("; client {us:.1} µs/call"));

@@ -342,6 +342,16 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
         ("max", |s| format!("{:.3}", s.max_ms)),
         ("err", |s| s.errors.to_string()),
     ]);
+    let per_call: [Col; 3] = [
+        ("cli µs", |s| extra_fmt(s, "client_cpu_us_per_call", 1)),
+        ("srv seg", |s| extra_fmt(s, "server_segments_per_call", 2)),
+        ("cli seg", |s| extra_fmt(s, "client_segments_per_call", 2)),
+    ];
+    cols.extend(
+        per_call
+            .into_iter()
+            .filter(|(_, f)| scenes.iter().any(|s| !f(s).is_empty())),
+    );
     if scenes.iter().any(|s| s.extra.contains_key("mb_per_s")) {
         cols.push(("MB/s", |s| {
             s.extra
@@ -389,6 +399,13 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
         line(&mut out, r);
     }
     out
+}
+
+fn extra_fmt(s: &SceneResult, key: &str, decimals: usize) -> String {
+    s.extra
+        .get(key)
+        .map(|v| format!("{v:.decimals$}"))
+        .unwrap_or_default()
 }
 
 /// Result file formats.
