@@ -57,9 +57,7 @@ fn point_text(s: &Scene) -> String {
     if s.payload > 0 {
         let _ = write!(t, " {} B", s.payload);
     }
-    if s.player != Player::Brisk || s.connections != 10 {
-        let _ = write!(t, " ×{} conn", s.connections);
-    }
+    let _ = write!(t, " ×{} conn", s.connections);
     t
 }
 
@@ -237,7 +235,7 @@ fn setting_claims(scenes: &[Scene], out: &mut Vec<Claim>) {
         group_by.extend(
             BRISK_OPTIONS
                 .iter()
-                .filter(|o| **o != option && !(option == "connect_type" && **o == "connections"))
+                .filter(|o| **o != option && !implied_by(option, o))
                 .map(|o| (*o).to_owned()),
         );
         out.push(Claim {
@@ -258,6 +256,15 @@ fn setting_claims(scenes: &[Scene], out: &mut Vec<Claim>) {
             tolerance: 1.0,
         });
     }
+}
+
+/// Whether comparing `option` necessarily changes `other` too (a reused connection is one
+/// connection; direct dispatch has no queue), so `other` must not split the points.
+fn implied_by(option: &str, other: &str) -> bool {
+    matches!(
+        (option, other),
+        ("connect_type", "connections") | ("dispatch", "queue")
+    )
 }
 
 /// Judges every claim of `plan` over the results.
@@ -448,6 +455,9 @@ mod tests {
             .iter()
             .any(|t| t.starts_with("the transfer queue lowers latency")));
         let peers = texts(Preset::Peers);
+        assert!(peers.contains(
+            &"brisk (direct) beats every peer on echo sync c=100 1024 B ×10 conn".to_owned()
+        ));
         assert!(peers
             .iter()
             .any(|t| t.starts_with("brisk (direct) p50 within 1.1× raw")));

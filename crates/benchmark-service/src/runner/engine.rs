@@ -241,13 +241,13 @@ impl Variant {
             });
         }
         tokio::time::sleep(warmup).await;
-        let before = Counters::read(self.server_pid, self.server_port);
+        let before = Counters::read(self.server_pid, self.server_port).await;
         ctx.recording.store(true, Ordering::Relaxed);
         let opened = Instant::now();
         tokio::time::sleep(window).await;
         ctx.recording.store(false, Ordering::Relaxed);
         let elapsed = opened.elapsed();
-        let after = Counters::read(self.server_pid, self.server_port);
+        let after = Counters::read(self.server_pid, self.server_port).await;
         ctx.stop.store(true, Ordering::Relaxed);
         let rec = join_callers(callers, timeout + DRAIN_GRACE).await?;
         Ok(Sample::new(&rec, elapsed, before, after))
@@ -257,11 +257,11 @@ impl Variant {
         if warmup > 0 {
             self.counted_calls(warmup, false).await?;
         }
-        let before = Counters::read(self.server_pid, self.server_port);
+        let before = Counters::read(self.server_pid, self.server_port).await;
         let started = Instant::now();
         let rec = self.counted_calls(requests, true).await?;
         let elapsed = started.elapsed();
-        let after = Counters::read(self.server_pid, self.server_port);
+        let after = Counters::read(self.server_pid, self.server_port).await;
         Ok(Sample::new(&rec, elapsed, before, after))
     }
 
@@ -447,11 +447,22 @@ struct Counters {
 }
 
 impl Counters {
-    fn read(server_pid: Option<u32>, server_port: Option<u16>) -> Counters {
+    /// Reads CPU times first (a `/proc` read each), then the segment counts (an `ss` run,
+    /// some milliseconds, on a blocking thread so the callers keep their runtime threads).
+    async fn read(server_pid: Option<u32>, server_port: Option<u16>) -> Counters {
+        let server_cpu = server_pid.and_then(process_cpu_seconds);
+        let client_cpu = process_cpu_seconds(std::process::id());
+        let segments = match server_port {
+            Some(port) => tokio::task::spawn_blocking(move || data_segments(port))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
         Counters {
-            server_cpu: server_pid.and_then(process_cpu_seconds),
-            client_cpu: process_cpu_seconds(std::process::id()),
-            segments: server_port.and_then(data_segments),
+            server_cpu,
+            client_cpu,
+            segments,
         }
     }
 }

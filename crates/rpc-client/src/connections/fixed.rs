@@ -12,8 +12,8 @@
 //! otherwise it moves on, round-robin. Calls that do not overlap see an empty
 //! batch and go round-robin exactly as before; a burst fills one connection's
 //! write, up to the cap, then the next one's. At 10 connections and 100 calls
-//! in flight this halved the syscalls per call on both sides (`peer_compare
-//! --configs 10:100:1024`, see BENCHMARKS.md). The cap keeps a big burst spread
+//! in flight this halved the syscalls per call on both sides (at 10:100:1024,
+//! BENCHMARKS.md round 5). The cap keeps a big burst spread
 //! over several connections, so several server connection tasks (and cores)
 //! still share it, and a connection whose write buffer is full (a peer that
 //! does not read) is never joined: it gets no more calls than round-robin gave.
