@@ -1,18 +1,21 @@
-//! The brisk benchmark client: jkbenchmark's scene matrix (scenario × concurrency ×
-//! requests × call mode × connect type × write mode × serializer × payload × server
-//! dispatch/queue) against brisk's benchmark server, with jkbenchmark's per-scene lines,
-//! Dubbo's progress lines and boxed report, and JSON/CSV/SVG/HTML results.
+//! The brisk benchmark client: jkbenchmark's scene matrix (player × scenario × concurrency ×
+//! call mode × connect type × write mode × serializer × payload × server dispatch/queue)
+//! against the benchmark server of every player — brisk, tarpc, tonic, volo, raw — with
+//! jkbenchmark's per-scene lines, Dubbo's boxed report, the computed verdicts and
+//! JSON/CSV/SVG/HTML results.
 //!
 //! ```text
-//! cargo run --release --example benchmark_client -- --preset smoke
-//! cargo run --release --example benchmark_client -- --preset connect-type
+//! cargo run --release --example benchmark_client -- --preset jkrpc-matrix
+//! cargo run --release --example benchmark_client -- --preset peers --configs 1:1:1024
+//! cargo run --release --example benchmark_client -- --preset connect-type --players brisk,tarpc
 //! cargo run --release --example benchmark_client -- --scenario nth,db --concurrency 1,20 --call-mode sync,async
 //! cargo run --release --example benchmark_client -- --addr 127.0.0.1:9080 --scenario echo --payload 1k,10k
 //! cargo run --release --features etcd --example benchmark_client -- --registry etcd://127.0.0.1:2379 --balancer round_robin
 //! ```
 //!
-//! Without `--addr` it starts the server itself: this same executable, re-run with the
-//! hidden `__serve` subcommand (handled below), one server per dispatch × queue. The engine
+//! Without `--addr` it starts the servers itself: this same executable, re-run with the
+//! hidden `__serve` subcommand (handled below), one per brisk dispatch × queue and one per
+//! peer (`__serve --player tonic`). The engine
 //! lives in `benchmark_service::runner` so tests run exactly the same code; `--help`
 //! lists every flag and preset.
 

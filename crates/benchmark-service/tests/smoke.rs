@@ -68,7 +68,7 @@ async fn smoke_preset_runs_every_scenario_without_errors() {
         outcome.failed
     );
     assert_eq!(outcome.scenes.len(), expected);
-    assert_eq!(outcome.total_errors(), 0, "{:#?}", outcome.scenes);
+    assert_eq!(outcome.total_errors(), 0, "{:?}", outcome.call_errors);
     for player in Player::ALL {
         for scenario in Scenario::ALL.into_iter().filter(|s| player.supports(*s)) {
             for mode in ["sync", "async"] {

@@ -60,21 +60,29 @@ pub enum ReportKind {
 
 const AFTER_HELP: &str = "\
 Presets (flags given beside a preset override it; results go to bench-results/<preset>/):
-  smoke          every scenario incl. echo, tiny counts, 1 round — an end-to-end check in seconds
-  dubbo-report   echo 1 KiB, 1 fixed connection, 100 sync callers × 1000 calls, per serializer;
+  jkrpc-matrix   brisk, tarpc, tonic, volo on nth,cache,file,db × c 1,20,50,100 × sync,async,
+                 10 connections; seed 004's framework table and verdicts (~9 min)
+  dubbo-report   echo 1 KiB, 1 connection, 100 sync callers, brisk per serializer and every peer;
                  prints the boxed Dubbo report (seeds 000/003)
-  jkrpc-matrix   nth,cache,file,db × c 1,20,50,100 × sync,async, 10 fixed connections (seed 004)
-  connect-type   nth async, reused/pooled/fixed × c 1,20,50,100 (seed 004)
-  queue          nth async, pool dispatch, blocking/transfer queue × c 1,20,50,100 (seed 004)
-  write-mode     nth async, sync/async write × c 1,20,50,100 (seed 004)
-  payload-sweep  echo 1k,2k,5k,10k,50k,100k at c = cores, server CPU % and MB/s (seed 002)
-  keepalive      nth, a new connection per call vs persistent, c = 10; then ab, ab -k and wrk
-                 against the server's HTTP/JSON listener when installed (seed 001)
+  payload-sweep  echo 1k,2k,5k,10k,50k,100k at c = cores, every player, CPU % and MB/s (seed 002)
+  peers          echo over C:N:P 1:1:1024,1:100:1024,10:100:1024,1:100:10240: brisk direct and
+                 pool, tarpc, tonic, volo, raw; CPU µs and TCP segments per call on each side
+  connect-type   nth async, brisk reused/pooled/fixed × c 1,20,50,100 (seed 004)
+  queue          nth async, brisk pool dispatch, blocking/transfer queue × c 1,20,50,100 (seed 004)
+  write-mode     nth async, brisk sync/async write × c 1,20,50,100 (seed 004)
+  keepalive      nth, a new connection per call vs persistent, c = 10, counted; then ab, ab -k and
+                 wrk against the server's HTTP/JSON listener when installed (seed 001)
+  smoke          every player and scenario, tiny counts, 1 round — an end-to-end check in seconds
 
-Without --addr the client starts the benchmark server itself (a child process running
-this executable's hidden `__serve` subcommand), one per --dispatch × --queue value.
-With --registry it measures every server registered there (`benchmark_server --registry`),
-spreading the calls with --balancer.";
+Scenes are timed (--scene-secs after a warm-up; 0 = jkbenchmark's count mode with --requests),
+the scenes of one point are interleaved round by round (--rounds, default 3), and every figure is
+the median over the rounds. Claims (brisk vs every peer, the seeds' setting claims) are judged:
+holds when every round agrees, does not hold when every round disagrees, inconclusive otherwise.
+
+Without --addr the client starts every server itself (child processes running this executable's
+hidden `__serve` subcommand): one per --dispatch × --queue value for brisk, one per peer. With
+--addr or --registry it measures a brisk server somebody else started (`benchmark_server
+--registry`), spreading the calls with --balancer; peers need started servers.";
 
 /// `benchmark_client`: runs the jkbenchmark scene matrix against brisk's benchmark server.
 #[derive(Debug, Clone, Default, Parser)]

@@ -87,6 +87,8 @@ pub struct RunOutcome {
     pub scenes: Vec<SceneResult>,
     /// Scenes that could not run, with the reason.
     pub failed: Vec<(String, String)>,
+    /// Why calls failed, per scene label (scenes without failed calls are absent).
+    pub call_errors: Vec<(String, std::collections::BTreeMap<String, u64>)>,
 }
 
 impl RunOutcome {
@@ -169,7 +171,12 @@ pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
         }
         for (p, result) in placed.iter().zip(run_point(&placed, plan, output).await) {
             match result {
-                Ok(o) => outcome.scenes.push(o.result),
+                Ok(o) => {
+                    if !o.errors.is_empty() {
+                        outcome.call_errors.push((p.scene.label(), o.errors));
+                    }
+                    outcome.scenes.push(o.result);
+                }
                 Err(e) => {
                     eprintln!("{}: {e}", p.scene.label());
                     outcome.failed.push((p.scene.label(), e.to_string()));
