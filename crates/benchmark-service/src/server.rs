@@ -437,6 +437,14 @@ pub struct StartedPeer {
     pub task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
+impl Drop for StartedPeer {
+    /// Stops accepting: a peer started in-process must not outlive its handle (its open
+    /// connections end with the runtime, or when their clients close them).
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Opens the [`MessageStore`] exactly as [`start`] does and serves `player`'s benchmark service
 /// on the current runtime at `--addr`. The database pool gets one connection per I/O thread
 /// (the peers run their handlers on the runtime, like brisk's direct dispatch).
@@ -491,7 +499,6 @@ where
     say(&mut out, &format!("{LISTENING_PREFIX}{}", peer.addr));
     tokio::select! {
         cause = shutdown => {
-            peer.task.abort();
             say(&mut out, &format!("{player} benchmark server stopped ({cause})"));
             Ok(())
         }

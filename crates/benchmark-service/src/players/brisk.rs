@@ -13,7 +13,7 @@ use std::time::Duration;
 use ::brisk::{Client as BriskClient, ClientConfig, ConnectType, SerializerKind, WriteMode};
 use bytes::Bytes;
 
-use super::{CallError, ClientSetup, Reply};
+use super::call::{CallError, ClientSetup, Reply};
 use crate::scenario::Scenario;
 use crate::service::BenchmarkServiceClient;
 
@@ -106,9 +106,12 @@ pub enum Client {
 
 impl Client {
     /// Builds the client the scene asks for (a `percall` scene connects per call instead).
-    pub async fn connect(setup: &ClientSetup<'_>) -> Result<Client, CallError> {
-        let config = client_config(&setup.brisk, setup.connections(), setup.addr, setup.timeout);
-        Ok(match setup.brisk.connect {
+    pub async fn connect(
+        setup: &ClientSetup<'_>,
+        options: &BriskOptions,
+    ) -> Result<Client, CallError> {
+        let config = client_config(options, setup.connections(), setup.addr, setup.timeout);
+        Ok(match options.connect {
             ConnectKind::PerCall => Client::PerCall(Arc::new(config)),
             _ => {
                 let client = BriskClient::builder().config(config).build().await?;

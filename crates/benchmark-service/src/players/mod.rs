@@ -18,6 +18,7 @@
 //! only, which is not published: nothing of tarpc, tonic or volo reaches a user of `brisk`.
 
 pub mod brisk;
+pub mod call;
 pub mod raw;
 pub mod tarpc;
 pub mod tonic;
@@ -27,14 +28,14 @@ pub mod volo;
 mod test_support;
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::str::FromStr;
-use std::time::Duration;
 
 use bytes::Bytes;
 
+pub use call::{CallError, ClientSetup, Reply};
+
 use crate::scenario::Scenario;
-use crate::store::{Message, MessageStore};
+use crate::store::MessageStore;
 
 /// A framework under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -85,6 +86,17 @@ impl Player {
         matches!(self, Player::Tarpc | Player::Tonic | Player::Volo)
     }
 
+    /// The wire format the player's calls use.
+    pub fn wire_format(self) -> &'static str {
+        match self {
+            Player::Brisk => "msgpack",
+            Player::Tarpc => "bincode",
+            Player::Tonic => "protobuf",
+            Player::Volo => "thrift binary",
+            Player::Raw => "raw bytes",
+        }
+    }
+
     /// What the suite sets for this player, and what the framework cannot set (for reports and
     /// the README).
     pub fn settings(self) -> &'static str {
@@ -117,101 +129,6 @@ impl FromStr for Player {
     }
 }
 
-/// What a call brought back, for the engine to check.
-#[derive(Debug)]
-pub enum Reply {
-    /// `nth` answered.
-    Nothing,
-    /// `cache`, `file` or `db` answered with a record.
-    Message(Message),
-    /// `echo` answered with these bytes.
-    Echo(Bytes),
-}
-
-impl Reply {
-    /// Checks the reply against the call that produced it: the record with the asked id, or the
-    /// echoed bytes of the asked length.
-    pub fn check(&self, scenario: Scenario, key: i64, payload: &Bytes) -> Result<(), CallError> {
-        match (scenario, self) {
-            (Scenario::Nth, Reply::Nothing) => Ok(()),
-            (Scenario::Cache | Scenario::File | Scenario::Db, Reply::Message(m)) => {
-                if m.id == key {
-                    Ok(())
-                } else {
-                    Err(CallError::new(format!(
-                        "asked for record {key}, got record {}",
-                        m.id
-                    )))
-                }
-            }
-            (Scenario::Echo, Reply::Echo(back)) => {
-                if back.len() == payload.len() {
-                    Ok(())
-                } else {
-                    Err(CallError::new(format!(
-                        "echo returned {} bytes for {}",
-                        back.len(),
-                        payload.len()
-                    )))
-                }
-            }
-            (scenario, reply) => Err(CallError::new(format!(
-                "a {scenario} call answered with {reply:?}"
-            ))),
-        }
-    }
-}
-
-/// A failed call, described for the error tally (the framework's own error, as text: the
-/// engine only counts and reports failures, it does not act on their kind).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct CallError(pub String);
-
-impl CallError {
-    /// A failure with this description.
-    pub fn new(text: impl Into<String>) -> CallError {
-        CallError(text.into())
-    }
-}
-
-impl From<::brisk::RpcError> for CallError {
-    fn from(e: ::brisk::RpcError) -> Self {
-        CallError(e.to_string())
-    }
-}
-
-/// What a player's client is built from.
-#[derive(Debug, Clone)]
-pub struct ClientSetup<'a> {
-    /// The server to call.
-    pub addr: &'a str,
-    /// Connections the scene asks for (brisk: the fixed count or the pool's maximum; peers
-    /// with one connection per client: that many clients).
-    pub connections: u32,
-    /// brisk's own client options (ignored by the peers).
-    pub brisk: brisk::BriskOptions,
-    /// Per-call timeout, applied through the framework's own setting where it has one.
-    pub timeout: Duration,
-}
-
-impl ClientSetup<'_> {
-    /// The server address as a socket address (peers take only `ip:port`).
-    pub fn socket_addr(&self) -> Result<SocketAddr, CallError> {
-        self.addr.parse().map_err(|e| {
-            CallError::new(format!(
-                "`{}` is not an ip:port address ({e}); only brisk takes registry targets",
-                self.addr
-            ))
-        })
-    }
-
-    /// Connections the scene asks for (at least 1).
-    pub fn connections(&self) -> usize {
-        self.connections.max(1) as usize
-    }
-}
-
 /// A connected client of one player, shared (cloned) by every caller of a scene.
 #[derive(Clone)]
 pub enum PlayerClient {
@@ -228,10 +145,15 @@ pub enum PlayerClient {
 }
 
 impl PlayerClient {
-    /// Connects `player`'s client as `setup` says.
-    pub async fn connect(player: Player, setup: &ClientSetup<'_>) -> Result<Self, CallError> {
+    /// Connects `player`'s client as `setup` says (`options`: brisk's own, ignored by the
+    /// peers).
+    pub async fn connect(
+        player: Player,
+        setup: &ClientSetup<'_>,
+        options: &brisk::BriskOptions,
+    ) -> Result<Self, CallError> {
         Ok(match player {
-            Player::Brisk => PlayerClient::Brisk(brisk::Client::connect(setup).await?),
+            Player::Brisk => PlayerClient::Brisk(brisk::Client::connect(setup, options).await?),
             Player::Tarpc => PlayerClient::Tarpc(
                 tarpc::Client::connect(setup.socket_addr()?, setup.connections(), setup.timeout)
                     .await?,
@@ -241,8 +163,12 @@ impl PlayerClient {
                     .await?,
             ),
             Player::Volo => PlayerClient::Volo(
-                volo::Client::connect(setup.socket_addr()?, setup.connections(), setup.timeout)
-                    .await?,
+                volo::Client::connect(
+                    setup.socket_addr()?,
+                    setup.calls_in_flight.max(1),
+                    setup.timeout,
+                )
+                .await?,
             ),
             Player::Raw => PlayerClient::Raw(
                 raw::Client::connect(setup.socket_addr()?, setup.connections(), setup.timeout)

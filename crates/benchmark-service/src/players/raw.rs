@@ -32,7 +32,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{CallError, Reply};
+use super::call::{CallError, Reply};
 use crate::scenario::Scenario;
 use crate::store::MessageStore;
 

@@ -23,7 +23,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{CallError, Reply};
+use super::call::{CallError, Reply};
 use crate::scenario::Scenario;
 use crate::store::{Message, MessageStore};
 

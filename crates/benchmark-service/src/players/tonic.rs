@@ -41,7 +41,7 @@ use ::tonic::transport::{Channel, Endpoint};
 use ::tonic::{Request, Response, Status};
 use bytes::Bytes;
 
-use super::{CallError, Reply};
+use super::call::{CallError, Reply};
 use crate::scenario::Scenario;
 use crate::store::{Message, MessageStore, StoreError};
 

@@ -37,7 +37,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use volo_thrift::MaybeException;
 
-use super::{CallError, Reply};
+use super::call::{CallError, Reply};
 use crate::scenario::Scenario;
 use crate::store::{Message, MessageStore, StoreError};
 
@@ -62,6 +62,9 @@ transport: one call in flight per connection, so as many connections as calls in
 idle for reuse) with rpc_timeout = the scene's timeout; volo has no connection-count setting \
 (the scene's connections do not apply)";
 
+/// The most connections [`Client::connect`] dials up front.
+pub const MAX_PREDIAL: usize = 1024;
+
 /// The service name the client reports to the server (volo's `callee_name`).
 const SERVICE_NAME: &str = "benchmark";
 
@@ -74,12 +77,18 @@ pub struct Client {
 
 impl Client {
     /// Builds a volo client for `addr` with volo's default pooled transport and `rpc_timeout` =
-    /// `timeout` (`connections` does not apply, see the module docs), then makes one
-    /// `do_nothing` call, so that an unreachable server fails here and not on every call (volo
-    /// connects lazily; the probe's connection stays in the pool).
+    /// `timeout`, then makes one `do_nothing` call, so that an unreachable server fails here
+    /// and not on every call (volo connects lazily).
+    ///
+    /// Then it fills the pool: `calls_in_flight` concurrent `do_nothing` calls (at most
+    /// [`MAX_PREDIAL`]) make it dial one connection per call the scene keeps in flight, as the
+    /// other players connect theirs before the first call. Without this the scene's first calls
+    /// pay for the dials, and volo-thrift 0.12's pool can fail a call while many are being
+    /// dialled at once (a waiter token reused after its list was dropped); a failed call of
+    /// this fill is only a connection not made yet, so it is not an error of `connect`.
     pub async fn connect(
         addr: SocketAddr,
-        _connections: usize,
+        calls_in_flight: usize,
         timeout: Duration,
     ) -> Result<Client, CallError> {
         let inner = gen::BenchmarkServiceClientBuilder::new(SERVICE_NAME)
@@ -92,6 +101,8 @@ impl Client {
             .do_nothing()
             .await
             .map_err(|e| CallError::new(format!("volo: cannot reach the server at {addr}: {e}")))?;
+        let fill = calls_in_flight.clamp(1, MAX_PREDIAL);
+        futures::future::join_all((0..fill).map(|_| client.inner.do_nothing())).await;
         Ok(client)
     }
 

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::players::Player;
-use crate::report::{judge, median, Claim, Filter, Judgement, Metric, SceneResult};
+use crate::report::{judge, Claim, Filter, Judgement, Metric, SceneResult};
 
 use super::plan::{ConnectKind, Plan, Scene};
 
@@ -38,8 +38,18 @@ pub fn claims(plan: &Plan) -> Vec<Claim> {
     let scenes = plan.scenes();
     let mut out = Vec::new();
     player_claims(plan, &scenes, &mut out);
-    setting_claims(&scenes, &mut out);
+    setting_claims(plan, &scenes, &mut out);
     out
+}
+
+/// The options that make one comparison point: `base`, plus the configured request count in
+/// count mode (scenes of different counts ran in different points).
+fn point_keys(plan: &Plan, base: &[&str]) -> Vec<String> {
+    let mut keys: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
+    if plan.scene_secs.is_none() {
+        keys.push("requests".to_owned());
+    }
+    keys
 }
 
 fn distinct<T: PartialEq + Clone>(values: impl Iterator<Item = T>) -> Vec<T> {
@@ -120,7 +130,7 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
                     scope: point_scope(point),
                     subject: Filter(subject.clone()),
                     rivals: Filter::of(&[("player", &peers.join("|"))]),
-                    group_by: POINT.iter().map(|s| (*s).to_owned()).collect(),
+                    group_by: point_keys(plan, &POINT),
                     tolerance: 1.0,
                 });
             }
@@ -131,17 +141,18 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
                     scope: point_scope(point),
                     subject: Filter(subject.clone()),
                     rivals: Filter::of(&[("player", "raw")]),
-                    group_by: POINT.iter().map(|s| (*s).to_owned()).collect(),
+                    group_by: point_keys(plan, &POINT),
                     tolerance: 1.1,
                 });
             }
         }
     }
-    let _ = plan;
 }
 
-/// The seeds' claims about brisk's settings, where the plan varies that setting.
-fn setting_claims(scenes: &[Scene], out: &mut Vec<Claim>) {
+/// The seeds' claims about brisk's settings, where the plan varies that setting. Connect types
+/// are not compared under `--configs`: there a point's connection count is fixed, and a reused
+/// connection of one point would meet the fixed connections of another.
+fn setting_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
     let brisk: Vec<&Scene> = scenes
         .iter()
         .filter(|s| s.player == Player::Brisk)
@@ -225,13 +236,12 @@ fn setting_claims(scenes: &[Scene], out: &mut Vec<Claim>) {
         ),
     ];
     for (option, subject, rival, metric, text) in seeds {
-        if !(has(option, subject) && has(option, rival)) {
+        if !(has(option, subject) && has(option, rival))
+            || (option == "connect_type" && plan.configs.is_some())
+        {
             continue;
         }
-        let mut group_by: Vec<String> = ["scenario", "call_mode", "concurrency", "payload"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+        let mut group_by = point_keys(plan, &["scenario", "call_mode", "concurrency", "payload"]);
         group_by.extend(
             BRISK_OPTIONS
                 .iter()
@@ -303,7 +313,8 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
         )
     }));
     let modes = distinct(results.iter().map(|s| s.call_mode.clone()));
-    // brisk's first dispatch stands for brisk in the table (the verdicts cover the others).
+    // brisk's first scene at each point (its first dispatch, connect type, write mode and
+    // serializer in run order) stands for brisk in the table; the verdicts cover the others.
     let brisk_dispatch = results
         .iter()
         .find(|s| s.player == "brisk")
@@ -362,33 +373,10 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
     Some(out)
 }
 
-/// The median of the ratios brisk ÷ best peer over the framework table's cells.
-pub fn median_ratio_to_peers(results: &[SceneResult]) -> Option<f64> {
-    let mut ratios = Vec::new();
-    for s in results.iter().filter(|s| s.player == "brisk") {
-        let best = results
-            .iter()
-            .filter(|p| p.player.parse::<Player>().is_ok_and(Player::is_peer))
-            .filter(|p| {
-                p.scenario == s.scenario
-                    && p.call_mode == s.call_mode
-                    && p.concurrency == s.concurrency
-                    && p.payload == s.payload
-                    && p.connections == s.connections
-            })
-            .map(|p| p.tps)
-            .reduce(f64::max);
-        if let Some(best) = best.filter(|b| *b > 0.0) {
-            ratios.push(s.tps / best);
-        }
-    }
-    median(&ratios)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{RoundFigures, Verdict};
+    use crate::report::{median, RoundFigures, Verdict};
     use crate::runner::plan::{Preset, Settings};
 
     fn result(player: &str, scenario: &str, c: u32, mode: &str, tps: &[f64]) -> SceneResult {
@@ -434,7 +422,6 @@ mod tests {
         let table = framework_table(&results).unwrap();
         assert!(table.contains("| tonic | sync | 200 |"), "{table}");
         assert!(table.contains("**1.55×**"), "{table}");
-        assert_eq!(median_ratio_to_peers(&results), Some(310.0 / 200.0));
     }
 
     #[test]

@@ -194,7 +194,7 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
 
-    /// Pause before each round after the first, ms [default: 0]
+    /// Pause before each round of each scene, ms [default: 0]
     #[arg(long, value_name = "MS")]
     pub pause_ms: Option<u64>,
 

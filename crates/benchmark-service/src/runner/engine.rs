@@ -27,7 +27,7 @@
 //! call on each side.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,15 +36,13 @@ use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::players::{brisk::BriskOptions, CallError, ClientSetup, Player, PlayerClient, Reply};
+use crate::players::{brisk::BriskOptions, CallError, ClientSetup, PlayerClient, Reply};
 use crate::procfs::process_cpu_seconds;
-use crate::report::{
-    dubbo_report, median, median_stats, scene_line, spread, DubboScene, LatencyRecorder,
-    RoundFigures, RoundStats, SceneResult, TestEnvironment,
-};
+use crate::report::{LatencyRecorder, RoundStats, SceneResult};
 use crate::sockstat::{data_segments, SegmentCounts};
 
 use super::plan::{CallMode, Plan, Scenario, Scene};
+use super::reduce::{print_scene, scene_result};
 use super::RunError;
 
 pub use crate::players::brisk::{apply_target, client_config, probe, registry_target};
@@ -108,6 +106,8 @@ struct SceneCtx {
     recording: AtomicBool,
     /// Timed rounds: callers stop firing once this is set.
     stop: AtomicBool,
+    /// Failed calls outside the measured windows (warm-ups, drains), over all rounds.
+    errors_outside_window: AtomicU64,
     tally: ErrorTally,
 }
 
@@ -121,8 +121,10 @@ impl SceneCtx {
         reply.check(self.scenario, key, &self.payload)
     }
 
-    /// Records a finished call: successes only inside the window (`counted`), failures always
-    /// (an error in a warm-up is still an error of the scene).
+    /// Records a finished call. Inside the window (`counted`) it goes into the round's
+    /// figures; outside it (warm-up, drain) only a failure is kept, in
+    /// `errors_outside_window`, so an error never hides and never changes the window's TPS.
+    /// Every failure is described in the tally.
     fn record(
         &self,
         rec: &mut LatencyRecorder,
@@ -130,11 +132,15 @@ impl SceneCtx {
         result: &Result<(), CallError>,
         counted: bool,
     ) {
-        match result {
-            Ok(()) if counted => rec.record_ok(elapsed),
-            Ok(()) => {}
-            Err(e) => {
-                rec.record_err(elapsed);
+        match (result, counted) {
+            (Ok(()), true) => rec.record_ok(elapsed),
+            (Ok(()), false) => {}
+            (Err(e), counted) => {
+                if counted {
+                    rec.record_err(elapsed);
+                } else {
+                    self.errors_outside_window.fetch_add(1, Ordering::Relaxed);
+                }
                 self.tally.note(e);
             }
         }
@@ -164,17 +170,22 @@ impl Variant {
         addr: &str,
         server_pid: Option<u32>,
     ) -> Result<Variant, RunError> {
+        let callers = scene.concurrency.max(1) as usize;
         let setup = ClientSetup {
             addr,
             connections: scene.connections,
-            timeout: plan.timeout,
-            brisk: BriskOptions {
-                connect: scene.connect,
-                write_mode: scene.write_mode,
-                serializer: scene.serializer,
+            calls_in_flight: match scene.call_mode {
+                CallMode::Sync => callers,
+                CallMode::Async => callers.saturating_mul(plan.async_depth.max(1)),
             },
+            timeout: plan.timeout,
         };
-        let client = PlayerClient::connect(scene.player, &setup)
+        let options = BriskOptions {
+            connect: scene.connect,
+            write_mode: scene.write_mode,
+            serializer: scene.serializer,
+        };
+        let client = PlayerClient::connect(scene.player, &setup, &options)
             .await
             .map_err(|e| RunError::Connect(format!("{}: {e}", scene.player)))?;
         let payload = if scene.scenario == Scenario::Echo {
@@ -200,6 +211,7 @@ impl Variant {
                 limit,
                 recording: AtomicBool::new(false),
                 stop: AtomicBool::new(false),
+                errors_outside_window: AtomicU64::new(0),
                 tally: ErrorTally::default(),
             }),
         })
@@ -212,7 +224,10 @@ impl Variant {
                 self.timed_round(plan.warmup_time, window, plan.timeout)
                     .await
             }
-            None => self.counted_round(plan.warmup, self.scene.requests).await,
+            None => {
+                self.counted_round(plan.warmup, self.scene.requests, plan.timeout)
+                    .await
+            }
         }
     }
 
@@ -241,34 +256,43 @@ impl Variant {
             });
         }
         tokio::time::sleep(warmup).await;
-        let before = Counters::read(self.server_pid, self.server_port).await;
+        let before = Counters::read(self.server_pid, self.server_port, Edge::Open).await;
         ctx.recording.store(true, Ordering::Relaxed);
         let opened = Instant::now();
         tokio::time::sleep(window).await;
         ctx.recording.store(false, Ordering::Relaxed);
         let elapsed = opened.elapsed();
-        let after = Counters::read(self.server_pid, self.server_port).await;
+        let after = Counters::read(self.server_pid, self.server_port, Edge::Close).await;
         ctx.stop.store(true, Ordering::Relaxed);
         let rec = join_callers(callers, timeout + DRAIN_GRACE).await?;
         Ok(Sample::new(&rec, elapsed, before, after))
     }
 
-    async fn counted_round(&self, warmup: u64, requests: u64) -> Result<Sample, RunError> {
+    async fn counted_round(
+        &self,
+        warmup: u64,
+        requests: u64,
+        timeout: Duration,
+    ) -> Result<Sample, RunError> {
         if warmup > 0 {
-            self.counted_calls(warmup, false).await?;
+            self.counted_calls(warmup, false, timeout).await?;
         }
-        let before = Counters::read(self.server_pid, self.server_port).await;
+        let before = Counters::read(self.server_pid, self.server_port, Edge::Open).await;
         let started = Instant::now();
-        let rec = self.counted_calls(requests, true).await?;
+        let rec = self.counted_calls(requests, true, timeout).await?;
         let elapsed = started.elapsed();
-        let after = Counters::read(self.server_pid, self.server_port).await;
+        let after = Counters::read(self.server_pid, self.server_port, Edge::Close).await;
         Ok(Sample::new(&rec, elapsed, before, after))
     }
 
+    /// `requests` calls split between the callers. Bounded: each caller's calls run one after
+    /// another, each within the framework's timeout, so a round that outlasts
+    /// `timeout × calls per caller` (plus a grace) has a call the framework did not time out.
     async fn counted_calls(
         &self,
         requests: u64,
         counted: bool,
+        timeout: Duration,
     ) -> Result<LatencyRecorder, RunError> {
         let c = u64::from(self.ctx.concurrency.max(1));
         let mut callers = JoinSet::new();
@@ -284,13 +308,8 @@ impl Variant {
                 }
             });
         }
-        let mut total = LatencyRecorder::new();
-        while let Some(done) = callers.join_next().await {
-            let rec =
-                done.map_err(|e| RunError::Scene(format!("a benchmark caller failed: {e}")))?;
-            total.merge(&rec);
-        }
-        Ok(total)
+        let per_caller = u32::try_from(requests.div_ceil(c).max(1)).unwrap_or(u32::MAX);
+        join_callers(callers, timeout.saturating_mul(per_caller) + DRAIN_GRACE).await
     }
 }
 
@@ -411,8 +430,8 @@ fn record_joined(
     result.is_err()
 }
 
-/// Waits for the callers of a timed round; a caller still busy after `bound` is a hung call
-/// (the framework did not honour its timeout) and fails the round.
+/// Waits for a round's callers; a caller still busy after `bound` is a hung call (the
+/// framework did not honour its timeout) and fails the round.
 async fn join_callers(
     mut callers: JoinSet<LatencyRecorder>,
     bound: Duration,
@@ -432,10 +451,19 @@ async fn join_callers(
         Err(_) => {
             callers.abort_all();
             Err(RunError::Scene(format!(
-                "calls still outstanding {bound:?} after the window closed: aborted"
+                "calls still outstanding after {bound:?}: aborted (the framework did not time them out)"
             )))
         }
     }
+}
+
+/// Which edge of the measured window a reading is taken at.
+#[derive(Debug, Clone, Copy)]
+enum Edge {
+    /// Just before the window opens.
+    Open,
+    /// Just after it closes.
+    Close,
 }
 
 /// The server's and this process's counters at one moment.
@@ -449,15 +477,32 @@ struct Counters {
 impl Counters {
     /// Reads CPU times first (a `/proc` read each), then the segment counts (an `ss` run,
     /// some milliseconds, on a blocking thread so the callers keep their runtime threads).
-    async fn read(server_pid: Option<u32>, server_port: Option<u16>) -> Counters {
-        let server_cpu = server_pid.and_then(process_cpu_seconds);
-        let client_cpu = process_cpu_seconds(std::process::id());
-        let segments = match server_port {
-            Some(port) => tokio::task::spawn_blocking(move || data_segments(port))
-                .await
-                .ok()
-                .flatten(),
-            None => None,
+    async fn read(server_pid: Option<u32>, server_port: Option<u16>, at: Edge) -> Counters {
+        let segments = || async move {
+            match server_port {
+                Some(port) => tokio::task::spawn_blocking(move || data_segments(port))
+                    .await
+                    .ok()
+                    .flatten(),
+                None => None,
+            }
+        };
+        let cpu = || {
+            (
+                server_pid.and_then(process_cpu_seconds),
+                process_cpu_seconds(std::process::id()),
+            )
+        };
+        // The CPU readings sit next to the window's edge, the slow `ss` run outside it.
+        let (segments, (server_cpu, client_cpu)) = match at {
+            Edge::Open => {
+                let segments = segments().await;
+                (segments, cpu())
+            }
+            Edge::Close => {
+                let cpu = cpu();
+                (segments().await, cpu)
+            }
         };
         Counters {
             server_cpu,
@@ -501,7 +546,7 @@ impl Sample {
     }
 
     /// A per-call figure: `total / calls completed in the window`.
-    fn per_call(&self, total: Option<f64>, scale: f64) -> Option<f64> {
+    pub fn per_call(&self, total: Option<f64>, scale: f64) -> Option<f64> {
         let calls = self.stats.requests;
         (calls > 0).then_some(total? * scale / calls as f64)
     }
@@ -551,13 +596,18 @@ pub async fn run_point(
     }
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); point.len()];
     let mut failed: Vec<Option<RunError>> = (0..point.len()).map(|_| None).collect();
+    let n = variants.len().max(1);
     for round in 1..=plan.rounds {
-        for (i, variant) in variants.iter().enumerate() {
+        // Each round starts one variant later, so no player always runs first (right after
+        // the previous point, or after the pause) or always last.
+        let start = (round as usize - 1) % n;
+        for i in (0..variants.len()).map(|k| (start + k) % n) {
+            let variant = &variants[i];
             let Ok(variant) = variant else { continue };
             if failed[i].is_some() {
                 continue;
             }
-            if !plan.pause.is_zero() && round > 1 {
+            if !plan.pause.is_zero() {
                 tokio::time::sleep(plan.pause).await;
             }
             match variant.round(plan).await {
@@ -598,7 +648,13 @@ pub async fn run_point(
             out.push(Err(e));
             continue;
         }
-        let result = scene_result(&variant.scene, plan, &rounds, output.server_labels);
+        let mut result = scene_result(&variant.scene, plan, &rounds, output.server_labels);
+        let outside = variant.ctx.errors_outside_window.load(Ordering::Relaxed);
+        if outside > 0 {
+            result
+                .extra
+                .insert("errors_outside_window".into(), outside as f64);
+        }
         let errors = variant.ctx.tally.snapshot();
         if output.verbose {
             print_scene(&variant.scene, plan, &result, &rounds, &errors);
@@ -625,205 +681,4 @@ pub async fn run_scene(
         .await
         .pop()
         .unwrap_or_else(|| Err(RunError::Scene("no round ran".into())))
-}
-
-/// A scene's rounds as one result: medians, spreads, best-of-rounds and per-call costs.
-pub fn scene_result(
-    scene: &Scene,
-    plan: &Plan,
-    rounds: &[Sample],
-    server_labels: bool,
-) -> SceneResult {
-    let stats: Vec<RoundStats> = rounds.iter().map(|s| s.stats.clone()).collect();
-    let median_round = median_stats(&stats)
-        .unwrap_or_else(|| RoundStats::from_recorder(&LatencyRecorder::new(), Duration::ZERO));
-    let mut result = SceneResult::new(
-        scene.player.name(),
-        scene.scenario.name(),
-        scene.concurrency,
-        median_round.requests,
-        scene.call_mode.name(),
-    )
-    .with_stats(&median_round);
-    result.connections = scene.connections;
-    result.payload = scene.payload;
-    if let Some(server) = scene.server {
-        result.connect_type = scene.connect.name().to_owned();
-        result.write_mode = scene.write_mode.name().to_owned();
-        result.serializer = scene.serializer.name().to_owned();
-        if server_labels {
-            result.dispatch = server.dispatch.name().to_owned();
-            result.queue = server.queue_name();
-        }
-    }
-    result.rounds = stats.iter().map(RoundFigures::from).collect();
-    let mut extra = |key: &str, values: Vec<f64>| {
-        if let Some(v) = median(&values) {
-            result.extra.insert(key.to_owned(), round3(v));
-        }
-    };
-    let tps: Vec<f64> = stats.iter().map(|s| s.tps).collect();
-    if let Some((lo, hi)) = spread(&tps) {
-        extra("tps_min", vec![lo]);
-        extra("tps_max", vec![hi]);
-    }
-    // jkbenchmark kept the best round: the shortest in count mode, the fastest when timed.
-    let best = match plan.scene_secs {
-        Some(_) => stats.iter().map(|s| s.tps).reduce(f64::max),
-        None => stats
-            .iter()
-            .min_by(|a, b| a.runtime_ms.total_cmp(&b.runtime_ms))
-            .map(|s| s.tps),
-    };
-    extra("tps_best", best.into_iter().collect());
-    type Figure = fn(&RoundStats) -> f64;
-    let figures: [(&str, Figure); 2] = [("p50_min", |s| s.p50_ms), ("p99_min", |s| s.p99_ms)];
-    for (key, f) in figures {
-        let v: Vec<f64> = stats.iter().map(f).collect();
-        if let Some((lo, hi)) = spread(&v) {
-            extra(key, vec![lo]);
-            extra(&key.replace("min", "max"), vec![hi]);
-        }
-    }
-    let per_call =
-        |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> { rounds.iter().filter_map(f).collect() };
-    extra(
-        "server_cpu_pct",
-        per_call(&|s| Some(s.server_cpu? * 100_000.0 / s.stats.runtime_ms.max(1e-9))),
-    );
-    extra(
-        "server_cpu_us_per_call",
-        per_call(&|s| s.per_call(s.server_cpu, 1e6)),
-    );
-    extra(
-        "client_cpu_us_per_call",
-        per_call(&|s| s.per_call(s.client_cpu, 1e6)),
-    );
-    extra(
-        "server_segments_per_call",
-        per_call(&|s| s.per_call(s.server_writes.map(|w| w as f64), 1.0)),
-    );
-    extra(
-        "client_segments_per_call",
-        per_call(&|s| s.per_call(s.client_writes.map(|w| w as f64), 1.0)),
-    );
-    if scene.scenario == Scenario::Echo {
-        // Application payload both ways over the window (like the Dubbo report), in MB/s.
-        extra(
-            "mb_per_s",
-            per_call(&|s| {
-                (s.stats.runtime_ms > 0.0).then(|| {
-                    scene.payload as f64 * 2.0 * s.stats.succeeded as f64 / 1e6 * 1000.0
-                        / s.stats.runtime_ms
-                })
-            }),
-        );
-    }
-    result
-}
-
-fn print_scene(
-    scene: &Scene,
-    plan: &Plan,
-    result: &SceneResult,
-    rounds: &[Sample],
-    errors: &BTreeMap<String, u64>,
-) {
-    let x = |k: &str| result.extra.get(k).copied();
-    println!("{} {}", scene_line(result), scene.options());
-    let mut line = format!(
-        "  median of {} round(s); TPS {:.0}–{:.0}, best {:.0}; p50 {:.3}–{:.3} ms; p99 {:.3}–{:.3} ms",
-        rounds.len(),
-        x("tps_min").unwrap_or(0.0),
-        x("tps_max").unwrap_or(0.0),
-        x("tps_best").unwrap_or(0.0),
-        x("p50_min").unwrap_or(0.0),
-        x("p50_max").unwrap_or(0.0),
-        x("p99_min").unwrap_or(0.0),
-        x("p99_max").unwrap_or(0.0),
-    );
-    if let (Some(pct), Some(us)) = (x("server_cpu_pct"), x("server_cpu_us_per_call")) {
-        line.push_str(&format!("; server CPU {pct:.0}%, {us:.1} µs/call"));
-    }
-    if let Some(w) = x("server_segments_per_call") {
-        line.push_str(&format!(", {w:.2} segments/call"));
-    }
-    if let Some(us) = x("client_cpu_us_per_call") {
-        line.push_str(&format!("; client {us:.1} µs/call"));
-    }
-    if let Some(mb) = x("mb_per_s") {
-        line.push_str(&format!("; {mb:.1} MB/s"));
-    }
-    println!("{line}");
-    for (what, n) in errors {
-        println!("  errors: {n} × {what}");
-    }
-    if plan.dubbo_report {
-        let stats: Vec<RoundStats> = rounds.iter().map(|s| s.stats.clone()).collect();
-        if let Some(median_round) = median_stats(&stats) {
-            print!(
-                "{}",
-                dubbo_report(
-                    &TestEnvironment::detect(),
-                    &dubbo_scene(scene, plan),
-                    &median_round
-                )
-            );
-        }
-    }
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
-/// The Dubbo report's "Test Scene" for a scene.
-pub fn dubbo_scene(scene: &Scene, plan: &Plan) -> DubboScene {
-    let (transporter, server, serialization) = match scene.server {
-        Some(choice) => {
-            let mut transporter = format!("brisk {}", scene.connect);
-            if scene.connect.uses_connection_count() {
-                transporter.push_str(&format!("×{}", scene.connections));
-            }
-            transporter.push_str(&format!(
-                ", {} write, {} calls",
-                scene.write_mode, scene.call_mode
-            ));
-            let mut server = format!("brisk {} dispatch", choice.dispatch);
-            if let Some(q) = choice.queue {
-                server.push_str(&format!(", {q} queue"));
-            }
-            (transporter, server, scene.serializer.name().to_owned())
-        }
-        None => (
-            format!(
-                "{} ×{} connection(s), {} calls",
-                scene.player, scene.connections, scene.call_mode
-            ),
-            format!("{} server", scene.player),
-            peer_serialization(scene.player).to_owned(),
-        ),
-    };
-    DubboScene {
-        transporter,
-        server_transporter: Some(server),
-        server_threads: None,
-        serialization,
-        timeout_ms: u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX),
-        data_length: scene.payload,
-        shared_connections: scene.connections,
-        concurrent_threads: scene.concurrency,
-        runs_per_thread: scene.requests / u64::from(scene.concurrency.max(1)),
-    }
-}
-
-/// The wire format a peer uses.
-fn peer_serialization(player: Player) -> &'static str {
-    match player {
-        Player::Brisk => "msgpack",
-        Player::Tarpc => "bincode",
-        Player::Tonic => "protobuf",
-        Player::Volo => "thrift binary",
-        Player::Raw => "raw bytes",
-    }
 }

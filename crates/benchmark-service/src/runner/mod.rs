@@ -12,7 +12,9 @@
 //!   the seed 004 framework table;
 //! - [`target`] — where the server comes from (remote, spawned child, in-process);
 //! - [`engine`] — the one load engine: a point's scenes interleaved round by round, timed
-//!   windows or counted rounds, sync/async callers, medians, CPU and syscalls per call;
+//!   windows or counted rounds, sync/async callers, CPU and TCP segments around each window;
+//! - [`reduce`] — a scene's rounds as one result (medians, spreads, per-call costs) and its
+//!   printed lines;
 //! - [`cli`] — the command line (clap) and the `__serve` entry of the spawned server;
 //! - [`http_load`] — `ab` / `wrk` against the server's HTTP/JSON listener (seed 001);
 //! - this module — [`run`] (all servers up, then point by point), the summary table and the
@@ -23,6 +25,7 @@ pub mod cli;
 pub mod engine;
 pub mod http_load;
 pub mod plan;
+pub mod reduce;
 pub mod target;
 
 use std::fmt::Write as _;
@@ -92,9 +95,15 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
-    /// Failed calls over all scenes.
+    /// Failed calls over all scenes, inside the measured windows and outside them (warm-ups).
     pub fn total_errors(&self) -> u64 {
-        self.scenes.iter().map(|s| s.errors).sum()
+        self.scenes
+            .iter()
+            .map(|s| {
+                let outside = s.extra.get("errors_outside_window").copied().unwrap_or(0.0);
+                s.errors + outside as u64
+            })
+            .sum()
     }
 }
 
@@ -261,10 +270,10 @@ async fn probe_player(player: Player, addr: &str, timeout: Duration) -> Result<(
     let setup = ClientSetup {
         addr,
         connections: 1,
+        calls_in_flight: 1,
         timeout,
-        brisk: BriskOptions::default(),
     };
-    let client = PlayerClient::connect(player, &setup)
+    let client = PlayerClient::connect(player, &setup, &BriskOptions::default())
         .await
         .map_err(|e| e.to_string())?;
     let scenario = if player.supports(Scenario::Nth) {

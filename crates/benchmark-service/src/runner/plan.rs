@@ -186,11 +186,11 @@ pub struct Settings {
     pub dispatches: Option<Vec<Dispatch>>,
     /// Server worker-pool queues.
     pub queues: Option<Vec<QueueKind>>,
-    /// Warm-up requests before each scene.
+    /// Warm-up requests before each round (count mode).
     pub warmup: Option<u64>,
-    /// Rounds per scene (the shortest is kept).
+    /// Rounds per scene, interleaved across the variants of a point (figures are medians).
     pub rounds: Option<u32>,
-    /// Pause between rounds.
+    /// Pause before each round of each scene.
     pub pause: Option<Duration>,
     /// Bound on in-flight calls in async call mode (None in the resolved plan = unbounded).
     pub max_in_flight: Option<usize>,
@@ -338,7 +338,7 @@ pub struct Plan {
     pub warmup: u64,
     /// Rounds per scene (interleaved across the variants of a point).
     pub rounds: u32,
-    /// Pause between rounds.
+    /// Pause before each round of each scene.
     pub pause: Duration,
     /// In-flight bound for async calls (`None` = unbounded, as in jkbenchmark).
     pub max_in_flight: Option<usize>,
@@ -497,7 +497,14 @@ impl Plan {
         if self.timeout.is_zero() {
             return Err("--timeout-ms must be at least 1".into());
         }
-        if self.payloads.iter().any(|&p| p > 64 * 1024 * 1024) {
+        let config_payloads = self.configs.iter().flatten().map(|c| c.payload);
+        if self
+            .payloads
+            .iter()
+            .copied()
+            .chain(config_payloads)
+            .any(|p| p > 64 * 1024 * 1024)
+        {
             return Err("--payload values must be at most 64 MiB".into());
         }
         Ok(())
@@ -608,9 +615,9 @@ impl Plan {
     /// Every player × brisk option of one point.
     fn variants(&self, base: &Scene, fixed_conns: Option<u32>) -> Vec<Scene> {
         let conns_for = |connect: ConnectKind| match fixed_conns {
+            _ if !connect.uses_connection_count() => vec![1],
             Some(c) => vec![c],
-            None if connect.uses_connection_count() => dedup(self.connections.clone()),
-            None => vec![1],
+            None => dedup(self.connections.clone()),
         };
         let mut point = Vec::new();
         for &player in &dedup(self.players.clone()) {
@@ -714,8 +721,7 @@ impl Plan {
         }
         let echo = self.scenarios.contains(&Scenario::Echo);
         if let Some(configs) = &self.configs {
-            let mut payloads: Vec<u64> = configs.iter().map(|c| c.payload).collect();
-            payloads.dedup();
+            let payloads = dedup(configs.iter().map(|c| c.payload).collect());
             return if echo && payloads.len() == configs.len() {
                 "payload".to_owned()
             } else {
@@ -776,7 +782,7 @@ pub enum Preset {
     /// Seed 002: echo 1k…100k at c = cores, with server CPU % and MB/s.
     PayloadSweep,
     /// brisk (direct and pool dispatch), tarpc, tonic, volo and the raw ceiling on echo over
-    /// `C:N:P` load points, with CPU µs and write syscalls per call.
+    /// `C:N:P` load points, with CPU µs and TCP data segments (≈ writes) per call.
     Peers,
     /// Seed 001: nth with a new connection per call vs persistent connections, c = 10; then
     /// `ab`, `ab -k` and `wrk` against the server's HTTP/JSON listener when installed.

@@ -1,0 +1,206 @@
+//! A scene's rounds reduced to what the reports show: [`scene_result`] (medians, min–max,
+//! best-of-rounds, per-call CPU and segments, MB/s) and the lines printed for it
+//! ([`print_scene`], with [`dubbo_scene`] for the boxed Dubbo report).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::report::{
+    dubbo_report, median, median_stats, scene_line, spread, DubboScene, LatencyRecorder,
+    RoundFigures, RoundStats, SceneResult, TestEnvironment,
+};
+
+use super::engine::Sample;
+use super::plan::{Plan, Scenario, Scene};
+
+/// A scene's rounds as one result: medians, spreads, best-of-rounds and per-call costs.
+pub fn scene_result(
+    scene: &Scene,
+    plan: &Plan,
+    rounds: &[Sample],
+    server_labels: bool,
+) -> SceneResult {
+    let stats: Vec<RoundStats> = rounds.iter().map(|s| s.stats.clone()).collect();
+    let median_round = median_stats(&stats)
+        .unwrap_or_else(|| RoundStats::from_recorder(&LatencyRecorder::new(), Duration::ZERO));
+    let mut result = SceneResult::new(
+        scene.player.name(),
+        scene.scenario.name(),
+        scene.concurrency,
+        median_round.requests,
+        scene.call_mode.name(),
+    )
+    .with_stats(&median_round);
+    result.connections = scene.connections;
+    result.payload = scene.payload;
+    if let Some(server) = scene.server {
+        result.connect_type = scene.connect.name().to_owned();
+        result.write_mode = scene.write_mode.name().to_owned();
+        result.serializer = scene.serializer.name().to_owned();
+        if server_labels {
+            result.dispatch = server.dispatch.name().to_owned();
+            result.queue = server.queue_name();
+        }
+    }
+    result.rounds = stats.iter().map(RoundFigures::from).collect();
+    let mut extra = |key: &str, values: Vec<f64>| {
+        if let Some(v) = median(&values) {
+            result.extra.insert(key.to_owned(), round3(v));
+        }
+    };
+    let tps: Vec<f64> = stats.iter().map(|s| s.tps).collect();
+    if let Some((lo, hi)) = spread(&tps) {
+        extra("tps_min", vec![lo]);
+        extra("tps_max", vec![hi]);
+    }
+    // jkbenchmark kept the best round: the shortest in count mode, the fastest when timed.
+    let best = match plan.scene_secs {
+        Some(_) => stats.iter().map(|s| s.tps).reduce(f64::max),
+        None => stats
+            .iter()
+            .min_by(|a, b| a.runtime_ms.total_cmp(&b.runtime_ms))
+            .map(|s| s.tps),
+    };
+    extra("tps_best", best.into_iter().collect());
+    type Figure = fn(&RoundStats) -> f64;
+    let figures: [(&str, Figure); 2] = [("p50_min", |s| s.p50_ms), ("p99_min", |s| s.p99_ms)];
+    for (key, f) in figures {
+        let v: Vec<f64> = stats.iter().map(f).collect();
+        if let Some((lo, hi)) = spread(&v) {
+            extra(key, vec![lo]);
+            extra(&key.replace("min", "max"), vec![hi]);
+        }
+    }
+    let per_call =
+        |f: &dyn Fn(&Sample) -> Option<f64>| -> Vec<f64> { rounds.iter().filter_map(f).collect() };
+    extra(
+        "server_cpu_pct",
+        per_call(&|s| Some(s.server_cpu? * 100_000.0 / s.stats.runtime_ms.max(1e-9))),
+    );
+    extra(
+        "server_cpu_us_per_call",
+        per_call(&|s| s.per_call(s.server_cpu, 1e6)),
+    );
+    extra(
+        "client_cpu_us_per_call",
+        per_call(&|s| s.per_call(s.client_cpu, 1e6)),
+    );
+    extra(
+        "server_segments_per_call",
+        per_call(&|s| s.per_call(s.server_writes.map(|w| w as f64), 1.0)),
+    );
+    extra(
+        "client_segments_per_call",
+        per_call(&|s| s.per_call(s.client_writes.map(|w| w as f64), 1.0)),
+    );
+    if scene.scenario == Scenario::Echo {
+        // Application payload both ways over the window (like the Dubbo report), in MB/s.
+        extra(
+            "mb_per_s",
+            per_call(&|s| {
+                (s.stats.runtime_ms > 0.0).then(|| {
+                    scene.payload as f64 * 2.0 * s.stats.succeeded as f64 / 1e6 * 1000.0
+                        / s.stats.runtime_ms
+                })
+            }),
+        );
+    }
+    result
+}
+
+/// Prints a scene's result line, its spread and costs, its errors and (when the plan asks)
+/// the Dubbo report of its median round.
+pub fn print_scene(
+    scene: &Scene,
+    plan: &Plan,
+    result: &SceneResult,
+    rounds: &[Sample],
+    errors: &BTreeMap<String, u64>,
+) {
+    let x = |k: &str| result.extra.get(k).copied();
+    println!("{} {}", scene_line(result), scene.options());
+    let mut line = format!(
+        "  median of {} round(s); TPS {:.0}–{:.0}, best {:.0}; p50 {:.3}–{:.3} ms; p99 {:.3}–{:.3} ms",
+        rounds.len(),
+        x("tps_min").unwrap_or(0.0),
+        x("tps_max").unwrap_or(0.0),
+        x("tps_best").unwrap_or(0.0),
+        x("p50_min").unwrap_or(0.0),
+        x("p50_max").unwrap_or(0.0),
+        x("p99_min").unwrap_or(0.0),
+        x("p99_max").unwrap_or(0.0),
+    );
+    if let (Some(pct), Some(us)) = (x("server_cpu_pct"), x("server_cpu_us_per_call")) {
+        line.push_str(&format!("; server CPU {pct:.0}%, {us:.1} µs/call"));
+    }
+    if let Some(w) = x("server_segments_per_call") {
+        line.push_str(&format!(", {w:.2} segments/call"));
+    }
+    if let Some(us) = x("client_cpu_us_per_call") {
+        line.push_str(&format!("; client {us:.1} µs/call"));
+    }
+    if let Some(mb) = x("mb_per_s") {
+        line.push_str(&format!("; {mb:.1} MB/s"));
+    }
+    println!("{line}");
+    for (what, n) in errors {
+        println!("  errors: {n} × {what}");
+    }
+    if plan.dubbo_report {
+        let stats: Vec<RoundStats> = rounds.iter().map(|s| s.stats.clone()).collect();
+        if let Some(median_round) = median_stats(&stats) {
+            print!(
+                "{}",
+                dubbo_report(
+                    &TestEnvironment::detect(),
+                    &dubbo_scene(scene, plan),
+                    &median_round
+                )
+            );
+        }
+    }
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// The Dubbo report's "Test Scene" for a scene.
+pub fn dubbo_scene(scene: &Scene, plan: &Plan) -> DubboScene {
+    let (transporter, server, serialization) = match scene.server {
+        Some(choice) => {
+            let mut transporter = format!("brisk {}", scene.connect);
+            if scene.connect.uses_connection_count() {
+                transporter.push_str(&format!("×{}", scene.connections));
+            }
+            transporter.push_str(&format!(
+                ", {} write, {} calls",
+                scene.write_mode, scene.call_mode
+            ));
+            let mut server = format!("brisk {} dispatch", choice.dispatch);
+            if let Some(q) = choice.queue {
+                server.push_str(&format!(", {q} queue"));
+            }
+            (transporter, server, scene.serializer.name().to_owned())
+        }
+        None => (
+            format!(
+                "{} ×{} connection(s), {} calls",
+                scene.player, scene.connections, scene.call_mode
+            ),
+            format!("{} server", scene.player),
+            scene.player.wire_format().to_owned(),
+        ),
+    };
+    DubboScene {
+        transporter,
+        server_transporter: Some(server),
+        server_threads: None,
+        serialization,
+        timeout_ms: u64::try_from(plan.timeout.as_millis()).unwrap_or(u64::MAX),
+        data_length: scene.payload,
+        shared_connections: scene.connections,
+        concurrent_threads: scene.concurrency,
+        runs_per_thread: scene.requests / u64::from(scene.concurrency.max(1)),
+    }
+}
