@@ -4,7 +4,7 @@
 //! A *point* (see [`Plan::points`]) is a set of scenes that differ only in player and brisk
 //! options. [`run_point`] connects every scene's client, then runs round 1 of each scene,
 //! round 2 of each, … — interleaved, so a slow moment of the shared machine lands on every
-//! variant — and reduces each scene's rounds to medians ([`median_stats`]).
+//! variant — and reduces each scene's rounds to medians ([`super::reduce::scene_result`]).
 //!
 //! A round is either
 //! - **timed** (the default): the callers run through a warm-up, then a measured window of
