@@ -81,8 +81,9 @@ fn point_scope(s: &Scene) -> Filter {
     ])
 }
 
-/// brisk against the peers, and against raw, at every point; one claim per brisk dispatch
-/// when several ran (the other brisk options pinned to their first value).
+/// brisk against the peers, and against raw, at every point where they ran; one claim per
+/// brisk dispatch when several ran (brisk's connect type pinned to one that opens the point's
+/// connections, its other options to their first value).
 fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
     let players = distinct(scenes.iter().map(|s| s.player));
     if !players.contains(&Player::Brisk) {
@@ -93,26 +94,49 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
         .filter(|p| p.is_peer())
         .map(|p| p.name())
         .collect();
-    let raw = players.contains(&Player::Raw);
     let brisk: Vec<&Scene> = scenes
         .iter()
         .filter(|s| s.player == Player::Brisk)
         .collect();
     let Some(first) = brisk.first() else { return };
+    // brisk's connect type in these claims: one that opens the scene's connection count, as the
+    // peers do — fixed (brisk's default), else pooled — when the plan has one.
+    let connects: Vec<ConnectKind> = brisk.iter().map(|s| s.connect).collect();
+    let connect = [ConnectKind::Fixed, ConnectKind::Pooled]
+        .into_iter()
+        .find(|c| connects.contains(c))
+        .unwrap_or(first.connect);
     let dispatches = distinct(brisk.iter().filter_map(|s| s.server.map(|c| c.dispatch)));
-    let points = distinct(scenes.iter().map(|s| {
-        let mut p = (*s).clone();
-        p.player = Player::Brisk;
-        p.server = None;
-        p.connect = ConnectKind::Fixed;
-        p.write_mode = first.write_mode;
-        p.serializer = first.serializer;
-        p
-    }));
+    // The points where a rival (a peer or raw) ran; rivals take none of brisk's options, so
+    // their scenes with the player set aside are the points.
+    let key = |s: &Scene| {
+        (
+            s.scenario,
+            s.call_mode,
+            s.concurrency,
+            s.payload,
+            s.connections,
+        )
+    };
+    let points = distinct(
+        scenes
+            .iter()
+            .filter(|s| s.player != Player::Brisk)
+            .map(|s| {
+                let mut p = (*s).clone();
+                p.player = Player::Brisk;
+                p
+            }),
+    );
+    let ran_at = |player: Player, point: &Scene| {
+        scenes
+            .iter()
+            .any(|s| s.player == player && key(s) == key(point))
+    };
     for &dispatch in &dispatches {
         let mut subject = vec![
             ("player".to_owned(), "brisk".to_owned()),
-            ("connect_type".to_owned(), first.connect.name().to_owned()),
+            ("connect_type".to_owned(), connect.name().to_owned()),
             ("write_mode".to_owned(), first.write_mode.name().to_owned()),
             ("serializer".to_owned(), first.serializer.name().to_owned()),
         ];
@@ -123,7 +147,7 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
             "brisk".to_owned()
         };
         for point in &points {
-            if !peers.is_empty() {
+            if Player::ALL.iter().any(|p| p.is_peer() && ran_at(*p, point)) {
                 out.push(Claim {
                     text: format!("{who} beats every peer on {}", point_text(point)),
                     metric: Metric::Tps,
@@ -134,7 +158,7 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
                     tolerance: 1.0,
                 });
             }
-            if raw && Player::Raw.supports(point.scenario) {
+            if ran_at(Player::Raw, point) {
                 out.push(Claim {
                     text: format!("{who} p50 within 1.1× raw on {}", point_text(point)),
                     metric: Metric::P50,
@@ -422,6 +446,34 @@ mod tests {
         let table = framework_table(&results).unwrap();
         assert!(table.contains("| tonic | sync | 200 |"), "{table}");
         assert!(table.contains("**1.55×**"), "{table}");
+    }
+
+    #[test]
+    fn peers_beside_a_setting_preset_meet_brisk_at_their_connection_count() {
+        let cli = Settings {
+            players: Some(vec![Player::Brisk, Player::Tarpc]),
+            ..Settings::default()
+        };
+        let plan = cli.over(Preset::ConnectType.settings()).resolve().unwrap();
+        let claims = claims(&plan);
+        let peers: Vec<&Claim> = claims
+            .iter()
+            .filter(|c| c.text.contains("beats every peer"))
+            .collect();
+        // One per concurrency, at the peers' 10 connections (none at reused's single one).
+        assert_eq!(peers.len(), 4);
+        assert!(peers.iter().all(|c| c.text.ends_with("×10 conn")));
+        let mut fixed = result("brisk", "nth", 1, "async", &[300.0, 300.0]);
+        let mut reused = fixed.clone();
+        reused.connect_type = "reused".into();
+        reused.connections = 1;
+        fixed.rounds[1].tps = 50.0;
+        let tarpc = result("tarpc", "nth", 1, "async", &[100.0, 100.0]);
+        let j = judge(peers[0], &[reused, fixed, tarpc]);
+        assert_eq!(
+            (j.verdict, j.agreeing, j.compared),
+            (Verdict::Inconclusive, 1, 2)
+        );
     }
 
     #[test]
