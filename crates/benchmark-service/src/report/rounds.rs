@@ -57,7 +57,8 @@ pub fn spread(values: &[f64]) -> Option<(f64, f64)> {
 
 /// The rounds as one [`RoundStats`]: every latency figure and the TPS is the median over the
 /// rounds; counts (requests, succeeded) are the median round's (the round whose TPS is the
-/// median, which also gives the buckets); errors are the sum over all rounds, so an error in
+/// median — for an even count the upper of the two middle rounds — which also gives the
+/// buckets); errors are the sum over all rounds, so an error in
 /// any round shows. `None` when there are no rounds.
 pub fn median_stats(rounds: &[RoundStats]) -> Option<RoundStats> {
     let pick = |f: fn(&RoundStats) -> f64| -> f64 {
