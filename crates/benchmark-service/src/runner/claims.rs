@@ -323,10 +323,14 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
     if players.len() < 2 {
         return None;
     }
+    let several_counts = distinct(results.iter().map(|s| s.connections)).len() > 1;
     let columns = distinct(results.iter().map(|s| {
         let mut label = format!("{} c={}", s.scenario, s.concurrency);
         if s.payload > 0 {
             let _ = write!(label, " {} B", s.payload);
+        }
+        if several_counts {
+            let _ = write!(label, " ×{} conn", s.connections);
         }
         (
             s.scenario.clone(),

@@ -41,7 +41,7 @@ use crate::procfs::process_cpu_seconds;
 use crate::report::{LatencyRecorder, RoundStats, SceneResult};
 use crate::sockstat::{data_segments, SegmentCounts};
 
-use super::plan::{CallMode, Plan, Scenario, Scene};
+use super::plan::{CallMode, ConnectKind, Plan, Scenario, Scene};
 use super::reduce::{print_scene, scene_result};
 use super::RunError;
 
@@ -200,7 +200,11 @@ impl Variant {
         Ok(Variant {
             scene: scene.clone(),
             server_pid,
-            server_port: addr.parse::<std::net::SocketAddr>().ok().map(|a| a.port()),
+            // Segment counts go with their sockets: a connection per call takes its count away.
+            server_port: match scene.connect {
+                ConnectKind::PerCall => None,
+                _ => addr.parse::<std::net::SocketAddr>().ok().map(|a| a.port()),
+            },
             ctx: Arc::new(SceneCtx {
                 client,
                 scenario: scene.scenario,
