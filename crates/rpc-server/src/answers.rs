@@ -176,6 +176,14 @@ impl PoolAnswers {
     }
 }
 
+/// The binary protocol's answer frame for a call's outcome.
+pub(crate) fn answer_frame(id: u64, serializer: u8, result: Result<Bytes, RpcError>) -> OutFrame {
+    match result {
+        Ok(body) => OutFrame::response(id, serializer, body),
+        Err(e) => OutFrame::error(id, serializer, &e),
+    }
+}
+
 /// The right (and duty) to answer one pooled call of a connection. Dropped
 /// without [`answer`](Self::answer) (the job was rejected or lost) it still
 /// counts the call done, so the connection does not wait for it forever.
@@ -191,7 +199,7 @@ impl AnswerSlot {
     pub fn answer(mut self, result: Result<Bytes, RpcError>) {
         // Built before the slot gives up its duty: a panic here still counts
         // the call done (on drop).
-        let frame = crate::dispatch::answer_frame(self.request_id, self.serializer, result);
+        let frame = answer_frame(self.request_id, self.serializer, result);
         if let Some(answers) = self.answers.take() {
             answers.deliver(Some(&frame), self.reserved.take());
         }

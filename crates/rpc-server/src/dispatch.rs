@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::FutureExt;
-use rpc_codec::OutFrame;
 use rpc_core::{
     Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler,
 };
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use crate::answers::answer_frame;
 use crate::answers::AnswerSlot;
 use crate::metrics::Metrics;
 use crate::pool::WorkerPool;
@@ -170,14 +170,6 @@ pub(crate) async fn execute(
         .catch_unwind()
         .await;
     finish_call(ctx, route, started.elapsed(), outcome)
-}
-
-/// The binary protocol's answer frame for a call's outcome.
-pub(crate) fn answer_frame(id: u64, serializer: u8, result: Result<Bytes, RpcError>) -> OutFrame {
-    match result {
-        Ok(body) => OutFrame::response(id, serializer, body),
-        Err(e) => OutFrame::error(id, serializer, &e),
-    }
 }
 
 fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {

@@ -35,6 +35,7 @@ pub mod config;
 mod connection;
 mod dispatch;
 pub mod http;
+pub mod method_metrics;
 pub mod metrics;
 pub mod pool;
 mod refusal;

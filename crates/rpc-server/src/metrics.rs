@@ -7,9 +7,7 @@
 //! Histogram buckets are cumulative at render time, as Prometheus expects.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rpc_transport::IoCounters;
 
@@ -17,48 +15,7 @@ use crate::pool::PoolStats;
 use crate::router::{Route, Router};
 use crate::stats::StatsSnapshot;
 
-/// Upper bounds of the latency buckets, in seconds.
-pub const LATENCY_BUCKETS: [f64; 12] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
-];
-
-/// Counters of one method.
-#[derive(Debug, Default)]
-pub struct MethodMetrics {
-    calls: AtomicU64,
-    errors: AtomicU64,
-    sum_micros: AtomicU64,
-    /// Non-cumulative counts per bucket; the last slot is +Inf.
-    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
-}
-
-impl MethodMetrics {
-    /// Records one call.
-    pub fn record(&self, elapsed: Duration, ok: bool) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        if !ok {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        let secs = elapsed.as_secs_f64();
-        let i = LATENCY_BUCKETS
-            .iter()
-            .position(|b| secs <= *b)
-            .unwrap_or(LATENCY_BUCKETS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
-    }
-
-    /// Calls recorded (successful or not).
-    pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
-    }
-
-    /// Calls that ended in an error.
-    pub fn errors(&self) -> u64 {
-        self.errors.load(Ordering::Relaxed)
-    }
-}
+pub use crate::method_metrics::{MethodMetrics, LATENCY_BUCKETS};
 
 /// All metrics of one server.
 #[derive(Default)]
@@ -121,18 +78,18 @@ impl Metrics {
         for ((m, mm), s) in keys.iter().zip(&services) {
             let mut cumulative = 0;
             for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
-                cumulative += mm.buckets[i].load(Ordering::Relaxed);
+                cumulative += mm.bucket(i);
                 let _ = writeln!(
                     out,
                     "brisk_call_duration_seconds_bucket{{service=\"{s}\",method=\"{m}\",le=\"{bound}\"}} {cumulative}"
                 );
             }
-            cumulative += mm.buckets[LATENCY_BUCKETS.len()].load(Ordering::Relaxed);
+            cumulative += mm.bucket(LATENCY_BUCKETS.len());
             let _ = writeln!(
                 out,
                 "brisk_call_duration_seconds_bucket{{service=\"{s}\",method=\"{m}\",le=\"+Inf\"}} {cumulative}"
             );
-            let sum = mm.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let sum = mm.sum_micros() as f64 / 1e6;
             let _ = writeln!(
                 out,
                 "brisk_call_duration_seconds_sum{{service=\"{s}\",method=\"{m}\"}} {sum}"

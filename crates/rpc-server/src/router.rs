@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rpc_core::{RpcError, ServiceHandler};
 
-use crate::metrics::MethodMetrics;
+use crate::method_metrics::MethodMetrics;
 
 /// A resolved call target, built once per method when the service is added:
 /// routing a call is a lookup and one `Arc` clone, and the method's metrics

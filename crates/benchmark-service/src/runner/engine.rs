@@ -22,8 +22,8 @@
 //! Key `i % 10 + 1` like jkbenchmark. Every answer is checked ([`Reply::check`]): the record
 //! with the asked id, or the echoed bytes. A failed call is counted and described in an
 //! [`ErrorTally`]; it never stops the run. Around the measured window the runner reads the
-//! server process's and its own CPU time ([`process_cpu_seconds`]) and the TCP data segments
-//! each side sent over the server's port ([`data_segments`]), which give CPU µs and writes (segments) per
+//! server process's and its own CPU time ([`crate::procfs::process_cpu_seconds`]) and the TCP data segments
+//! each side sent over the server's port ([`crate::sockstat::data_segments`]), which give CPU µs and writes (segments) per
 //! call on each side.
 
 use std::collections::BTreeMap;
@@ -37,18 +37,14 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::players::{brisk::BriskOptions, CallError, ClientSetup, PlayerClient, Reply};
-use crate::procfs::process_cpu_seconds;
-use crate::report::{LatencyRecorder, RoundStats, SceneResult};
-use crate::sockstat::{data_segments, SegmentCounts};
+use crate::report::{LatencyRecorder, SceneResult};
 
 use super::plan::{CallMode, ConnectKind, Plan, Scenario, Scene};
 use super::reduce::{print_scene, scene_result};
+use super::sample::{Counters, Edge, Sample};
 use super::RunError;
 
 pub use crate::players::brisk::{apply_target, client_config, probe, registry_target};
-
-/// Shortest window whose CPU figures are reported (CPU time comes in 10 ms ticks).
-const MIN_CPU_SAMPLE: Duration = Duration::from_millis(250);
 
 /// Distinct error descriptions kept per scene (the rest are counted as "other errors").
 const MAX_ERROR_KINDS: usize = 8;
@@ -458,101 +454,6 @@ async fn join_callers(
                 "calls still outstanding after {bound:?}: aborted (the framework did not time them out)"
             )))
         }
-    }
-}
-
-/// Which edge of the measured window a reading is taken at.
-#[derive(Debug, Clone, Copy)]
-enum Edge {
-    /// Just before the window opens.
-    Open,
-    /// Just after it closes.
-    Close,
-}
-
-/// The server's and this process's counters at one moment.
-#[derive(Debug, Clone, Copy)]
-struct Counters {
-    server_cpu: Option<f64>,
-    client_cpu: Option<f64>,
-    segments: Option<SegmentCounts>,
-}
-
-impl Counters {
-    /// Reads CPU times first (a `/proc` read each), then the segment counts (an `ss` run,
-    /// some milliseconds, on a blocking thread so the callers keep their runtime threads).
-    async fn read(server_pid: Option<u32>, server_port: Option<u16>, at: Edge) -> Counters {
-        let segments = || async move {
-            match server_port {
-                Some(port) => tokio::task::spawn_blocking(move || data_segments(port))
-                    .await
-                    .ok()
-                    .flatten(),
-                None => None,
-            }
-        };
-        let cpu = || {
-            (
-                server_pid.and_then(process_cpu_seconds),
-                process_cpu_seconds(std::process::id()),
-            )
-        };
-        // The CPU readings sit next to the window's edge, the slow `ss` run outside it.
-        let (segments, (server_cpu, client_cpu)) = match at {
-            Edge::Open => {
-                let segments = segments().await;
-                (segments, cpu())
-            }
-            Edge::Close => {
-                let cpu = cpu();
-                (segments().await, cpu)
-            }
-        };
-        Counters {
-            server_cpu,
-            client_cpu,
-            segments,
-        }
-    }
-}
-
-/// What one round of one scene measured.
-#[derive(Debug, Clone)]
-pub struct Sample {
-    /// Latencies and counts of the window (or the counted calls).
-    pub stats: RoundStats,
-    /// Server CPU seconds spent in the window.
-    pub server_cpu: Option<f64>,
-    /// TCP data segments the server sent in the window (≈ its writes).
-    pub server_writes: Option<u64>,
-    /// This process's (the load generator's) CPU seconds in the window.
-    pub client_cpu: Option<f64>,
-    /// TCP data segments the clients sent in the window (≈ their writes).
-    pub client_writes: Option<u64>,
-}
-
-impl Sample {
-    fn new(rec: &LatencyRecorder, elapsed: Duration, before: Counters, after: Counters) -> Sample {
-        let cpu = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) if elapsed >= MIN_CPU_SAMPLE => Some((b - a).max(0.0)),
-            _ => None,
-        };
-        let segments = |f: fn(&SegmentCounts) -> u64| {
-            Some(f(&after.segments?).saturating_sub(f(&before.segments?)))
-        };
-        Sample {
-            stats: RoundStats::from_recorder(rec, elapsed),
-            server_cpu: cpu(before.server_cpu, after.server_cpu),
-            server_writes: segments(|c| c.server),
-            client_cpu: cpu(before.client_cpu, after.client_cpu),
-            client_writes: segments(|c| c.client),
-        }
-    }
-
-    /// A per-call figure: `total / calls completed in the window`.
-    pub fn per_call(&self, total: Option<f64>, scale: f64) -> Option<f64> {
-        let calls = self.stats.requests;
-        (calls > 0).then_some(total? * scale / calls as f64)
     }
 }
 

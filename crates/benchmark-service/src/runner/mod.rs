@@ -13,6 +13,7 @@
 //! - [`target`] — where the server comes from (remote, spawned child, in-process);
 //! - [`engine`] — the one load engine: a point's scenes interleaved round by round, timed
 //!   windows or counted rounds, sync/async callers, CPU and TCP segments around each window;
+//! - [`sample`] — what a round measured, and the CPU/segment counters around its window;
 //! - [`reduce`] — a scene's rounds as one result (medians, spreads, per-call costs) and its
 //!   printed lines;
 //! - [`cli`] — the command line (clap) and the `__serve` entry of the spawned server;
@@ -26,6 +27,7 @@ pub mod engine;
 pub mod http_load;
 pub mod plan;
 pub mod reduce;
+pub mod sample;
 pub mod target;
 
 use std::fmt::Write as _;

@@ -10,8 +10,8 @@ use crate::report::{
     RoundFigures, RoundStats, SceneResult, TestEnvironment,
 };
 
-use super::engine::Sample;
 use super::plan::{Plan, Scenario, Scene};
+use super::sample::Sample;
 
 /// A scene's rounds as one result: medians, spreads, best-of-rounds and per-call costs.
 pub fn scene_result(
