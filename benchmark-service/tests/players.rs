@@ -2,52 +2,15 @@
 //! across players, medians, verdicts and charts — short windows against in-process servers on
 //! SQLite in a temp dir.
 
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use benchmark_service::report::{ReportMeta, SceneResult, Verdict};
 use benchmark_service::runner::claims::{framework_table, judge_all};
 use benchmark_service::runner::{
-    run, write_results, CallMode, OutFormat, Player, RunOptions, Scenario, ServerSource, Settings,
+    run, write_results, CallMode, OutFormat, Player, RunOptions, Scenario, Settings,
 };
-use benchmark_service::server::ServerArgs;
 
 mod common;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "brisk-players-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn server(&self) -> ServerSource {
-        ServerSource::InProcess {
-            base: ServerArgs {
-                data_dir: Some(self.0.join("data")),
-                db: Some(format!("sqlite:{}", self.0.join("bench.db").display())),
-                core_threads: Some(2),
-                max_threads: Some(8),
-                ..ServerArgs::default()
-            },
-        }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn find<'a>(
     scenes: &'a [SceneResult],
@@ -63,7 +26,7 @@ fn find<'a>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_player_runs_every_scenario_it_implements_in_interleaved_timed_rounds() {
-    let tmp = TempDir::new("timed");
+    let tmp = common::TempDir::new("timed");
     let plan = Settings {
         players: Some(Player::ALL.to_vec()),
         scenarios: Some(Scenario::ALL.to_vec()),

@@ -3,54 +3,16 @@
 //! that every player ran every scenario it implements without a single failed call. Also: an unreachable server is a clear
 //! `Connect` error, and the async in-flight bound still completes every request.
 
-use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use benchmark_service::runner::{
     run, CallMode, ConnectKind, Player, Preset, RunError, RunOptions, Scenario, ServerSource,
     Settings,
 };
-use benchmark_service::server::ServerArgs;
 
 mod common;
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir =
-            std::env::temp_dir().join(format!("brisk-runner-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn server(&self) -> ServerSource {
-        ServerSource::InProcess {
-            base: ServerArgs {
-                data_dir: Some(self.0.join("data")),
-                db: Some(format!("sqlite:{}", self.0.join("bench.db").display())),
-                core_threads: Some(2),
-                max_threads: Some(8),
-                ..ServerArgs::default()
-            },
-        }
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn smoke_preset_runs_every_scenario_without_errors() {
-    let tmp = TempDir::new("smoke");
+    let tmp = common::TempDir::new("smoke");
     let plan = Preset::Smoke
         .settings()
         .resolve()
@@ -112,7 +74,7 @@ async fn smoke_preset_runs_every_scenario_without_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bounded_async_per_call_connections_and_direct_dispatch() {
-    let tmp = TempDir::new("bounded");
+    let tmp = common::TempDir::new("bounded");
     let plan = Settings {
         scenarios: Some(vec![Scenario::Nth, Scenario::Cache]),
         concurrency: Some(vec![3]),

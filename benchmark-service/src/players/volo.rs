@@ -263,79 +263,31 @@ pub async fn serve(listener: tokio::net::TcpListener, store: MessageStore) -> st
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::{self, TestServer};
+    use super::super::PlayerClient;
     use super::*;
-    use crate::store::test_util::TempDir;
-    use crate::store::{StoreConfig, MAX_ID, MIN_ID};
+    use crate::store::{MAX_ID, MIN_ID};
 
     const TIMEOUT: Duration = Duration::from_secs(10);
 
-    /// A volo server on 127.0.0.1:0 over a real store (messages.json in a temporary directory,
-    /// an in-memory SQLite database), and its address. The directory lives as long as the test.
-    async fn start_server() -> (SocketAddr, TempDir) {
-        let dir = TempDir::new("volo");
-        let store = MessageStore::open(StoreConfig {
-            data_dir: dir.path().join("data"),
-            db_url: Some("sqlite::memory:".into()),
-            db_pool_size: 4,
-        })
-        .await
-        .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(serve(listener, store));
-        (addr, dir)
-    }
-
-    async fn check(client: &Client, scenario: Scenario, key: i64, payload: &Bytes) -> Reply {
-        let reply = client.call(0, scenario, key, payload).await.unwrap();
-        reply.check(scenario, key, payload).unwrap();
-        reply
+    async fn setup(tag: &str, calls_in_flight: usize) -> (TestServer, Client) {
+        let server = test_support::start(tag, serve).await;
+        let client = Client::connect(server.addr, calls_in_flight, TIMEOUT)
+            .await
+            .unwrap();
+        (server, client)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_scenario_answers_correctly() {
-        let (addr, _dir) = start_server().await;
-        let client = Client::connect(addr, 2, TIMEOUT).await.unwrap();
-        let empty = Bytes::new();
-
-        assert!(matches!(
-            check(&client, Scenario::Nth, 1, &empty).await,
-            Reply::Nothing
-        ));
-        for scenario in [Scenario::Cache, Scenario::File, Scenario::Db] {
-            for id in MIN_ID..=MAX_ID {
-                match check(&client, scenario, id, &empty).await {
-                    Reply::Message(m) => assert_eq!(m, Message::seed(id), "{scenario} {id}"),
-                    other => panic!("{scenario} {id}: {other:?}"),
-                }
-            }
-        }
-        for len in [0, 1024, 100 * 1024] {
-            let payload: Bytes = (0..len).map(|i| (i % 251) as u8).collect();
-            match check(&client, Scenario::Echo, 1, &payload).await {
-                Reply::Echo(back) => assert_eq!(back, payload, "echo of {len} bytes"),
-                other => panic!("echo {len}: {other:?}"),
-            }
-        }
+        let (_server, client) = setup("volo-every", 2).await;
+        test_support::check_every_scenario(&PlayerClient::Volo(client)).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn unknown_id_is_an_error_and_the_client_still_works() {
-        let (addr, _dir) = start_server().await;
-        let client = Client::connect(addr, 1, TIMEOUT).await.unwrap();
-        let empty = Bytes::new();
-        for scenario in [Scenario::Cache, Scenario::File, Scenario::Db] {
-            let err = client.call(0, scenario, 999, &empty).await.unwrap_err();
-            assert!(
-                err.0.contains("no message with id 999"),
-                "{scenario}: {err}"
-            );
-            match check(&client, scenario, 3, &empty).await {
-                Reply::Message(m) => assert_eq!(m, Message::seed(3)),
-                other => panic!("{scenario}: {other:?}"),
-            }
-        }
-        check(&client, Scenario::Nth, 1, &empty).await;
+        let (_server, client) = setup("volo-unknown", 1).await;
+        test_support::check_unknown_id(&PlayerClient::Volo(client)).await;
     }
 
     /// volo-thrift 0.12's own pool failure while it dials several connections at once (see
@@ -344,8 +296,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_callers_share_one_client() {
-        let (addr, _dir) = start_server().await;
-        let client = Client::connect(addr, 50, TIMEOUT).await.unwrap();
+        let (_server, client) = setup("volo-concurrent", 50).await;
         let tasks: Vec<_> = (0..50usize)
             .map(|caller| {
                 let client = client.clone();

@@ -1,6 +1,47 @@
-//! What the runner tests share: which failed calls a run may have.
+//! What the runner tests share: a temporary data directory with an in-process server source,
+//! and which failed calls a run may have.
 
-use benchmark_service::runner::RunOutcome;
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use benchmark_service::runner::{RunOutcome, ServerSource};
+use benchmark_service::server::ServerArgs;
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A new directory named after `tag`, the process and the time.
+    pub fn new(tag: &str) -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir =
+            std::env::temp_dir().join(format!("brisk-runner-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    /// In-process servers over SQLite and `messages.json` in this directory.
+    pub fn server(&self) -> ServerSource {
+        ServerSource::InProcess {
+            base: ServerArgs {
+                data_dir: Some(self.0.join("data")),
+                db: Some(format!("sqlite:{}", self.0.join("bench.db").display())),
+                core_threads: Some(2),
+                max_threads: Some(8),
+                ..ServerArgs::default()
+            },
+        }
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// The text of volo-thrift 0.12's connection-pool failure: its pool can fail a call while it
 /// dials several connections at once ("wait a idle connection error … dial plan exhausted"),
