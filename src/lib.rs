@@ -56,8 +56,9 @@ pub use rpc_transport as transport;
 pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, PoolHold};
 pub use rpc_codec::Payload;
 pub use rpc_core::{
-    BearerToken, ConnectType, Dispatch, Endpoint, Interceptor, Metadata, Next, RpcError,
-    RpcRequest, RpcResponse, SerializerKind, ServiceHandler, TokenAuth, WriteMode,
+    BearerToken, Cause, Code, ConnectType, Detail, Dispatch, Endpoint, Interceptor, Metadata, Next,
+    RpcError, RpcRequest, RpcResponse, SerializerKind, ServiceHandler, Status, TokenAuth,
+    WriteMode,
 };
 /// TLS config types (`brisk::tls::TlsServerConfig`, `TlsClientConfig`) and the
 /// rustls crate they build on (`brisk::tls::rustls`). Feature `tls`.

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::codec::{FrameCodec, FrameKind, OutFrame, Status};
+use brisk::codec::{Code, FrameCodec, FrameKind, OutFrame};
 use brisk::{Client, ConnectType, Dispatch, QueueKind, RpcError};
 use bytes::BytesMut;
 use common::*;
@@ -116,8 +116,8 @@ async fn dribble(addr: SocketAddr, stop: CancellationToken) -> Dribbled {
             r = rd.read_buf(&mut input) => match r {
                 Ok(0) | Err(_) => break,
                 Ok(_) => while let Ok(Some(f)) = codec.decode(&mut input) {
-                    if f.header.request_id == 0 && f.status() != Status::Ok {
-                        seen.told = Some(f.status().decode_error(&f.body, "", ""));
+                    if f.header.request_id == 0 && f.code() != Code::Ok {
+                        seen.told = Some(f.error_status().expect("an error status").into_error("", ""));
                     } else if f.header.kind == FrameKind::Pong {
                         seen.pongs += 1;
                     }
@@ -135,8 +135,12 @@ async fn dribble(addr: SocketAddr, stop: CancellationToken) -> Dribbled {
     })
     .await;
     while let Ok(Some(f)) = codec.decode(&mut input) {
-        if f.header.request_id == 0 && f.status() != Status::Ok {
-            seen.told = Some(f.status().decode_error(&f.body, "", ""));
+        if f.header.request_id == 0 && f.code() != Code::Ok {
+            seen.told = Some(
+                f.error_status()
+                    .expect("an error status")
+                    .into_error("", ""),
+            );
         }
     }
     seen.closed = true;

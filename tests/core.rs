@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::codec::{Frame, FrameCodec, OutFrame, Status};
+use brisk::codec::{Code, Frame, FrameCodec, OutFrame};
 use brisk::{
     async_trait, CallOptions, Client, ConnectType, Dispatch, Interceptor, Next, PoolConfig,
     PoolHold, QueueKind, RpcError, RpcRequest, RpcResponse, SerializerKind, Server, WriteMode,
@@ -331,9 +331,12 @@ async fn unknown_service_method_and_serializer_get_clear_errors() {
         raw.write_all(&buf).await.unwrap();
         let frame = read_frame(&mut raw).await;
         assert_eq!(frame.header.request_id, 7);
-        assert_eq!(frame.status(), Status::UnknownSerializer);
+        assert_eq!(frame.code(), Code::UnknownSerializer);
         assert_eq!(
-            frame.status().decode_error(&frame.body, "Calc", "add"),
+            frame
+                .error_status()
+                .expect("an error status")
+                .into_error("Calc", "add"),
             RpcError::UnknownSerializer(9)
         );
         // Same raw connection still answers a ping.
@@ -408,7 +411,7 @@ async fn garbage_and_oversize_frames_close_only_that_connection() {
         huge.write_all(&buf).await.unwrap();
         assert_eq!(
             raw_answer_status(&mut huge, 1, Duration::from_secs(5)).await,
-            Some(Status::FrameTooLarge)
+            Some(Code::FrameTooLarge)
         );
 
         // Others keep working.

@@ -333,7 +333,7 @@ async fn bad_peers_are_closed_and_cost_bounded_memory_while_a_good_client_is_ser
         let huge_id = u64::from_be_bytes(frame[8..16].try_into().unwrap());
         assert_eq!(
             raw_answer_status(&mut huge, huge_id, Duration::from_secs(1)).await,
-            Some(brisk::codec::Status::FrameTooLarge)
+            Some(brisk::codec::Code::FrameTooLarge)
         );
 
         // A header announcing 200 MiB (under the limit), then nothing more.

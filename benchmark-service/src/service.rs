@@ -10,6 +10,7 @@
 use brisk::{async_trait, Payload, RpcError};
 
 use crate::store::{Message, MessageStore, StoreError};
+use brisk::{Code, Status};
 
 brisk::service! {
     /// The jksoa-benchmark service.
@@ -45,8 +46,16 @@ impl BenchmarkServiceImpl {
     }
 }
 
+/// A store failure as the caller's error: a missing record is
+/// [`Code::NotFound`], anything else the store's infrastructure failing
+/// ([`Code::Unavailable`]).
 fn handler_error(e: StoreError) -> RpcError {
-    RpcError::Handler(e.to_string())
+    let code = if e.is_not_found() {
+        Code::NotFound
+    } else {
+        Code::Unavailable
+    };
+    Status::new(code, e.to_string()).into()
 }
 
 #[async_trait]

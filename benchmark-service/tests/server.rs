@@ -90,7 +90,10 @@ async fn check_every_method(client: &BenchmarkServiceClient) {
         client.get_message_from_db(11).await,
     ] {
         match result {
-            Err(RpcError::Handler(msg)) => assert!(msg.contains("11"), "{msg}"),
+            Err(RpcError::Status(status)) => {
+                assert_eq!(status.code(), brisk::Code::NotFound, "{status}");
+                assert!(status.message().contains("11"), "{status}");
+            }
             other => panic!("expected a handler error naming id 11, got {other:?}"),
         }
     }
@@ -544,7 +547,10 @@ async fn postgres_db_scenario() {
                 );
             }
             match client.get_message_from_db(11).await {
-                Err(RpcError::Handler(msg)) => assert!(msg.contains("11"), "{msg}"),
+                Err(RpcError::Status(status)) => {
+                    assert_eq!(status.code(), brisk::Code::NotFound, "{status}");
+                    assert!(status.message().contains("11"), "{status}");
+                }
                 other => panic!("expected a handler error naming id 11, got {other:?}"),
             }
             assert!(server.shutdown().await.drained);

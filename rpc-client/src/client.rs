@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rpc_codec::{BodyCodec, OutFrame, Status};
+use rpc_codec::{BodyCodec, OutFrame};
 use rpc_core::{
     ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
     WriteMode,
@@ -280,9 +280,9 @@ impl Client {
         };
         let answer = pending.response().await?;
         drop(lease);
-        match answer.status() {
-            Status::Ok => Ok(RpcResponse::new(answer.body)),
-            status => Err(status.decode_error(&answer.body, &frame.service, &frame.method)),
+        match answer.error_status() {
+            None => Ok(RpcResponse::new(answer.body)),
+            Some(status) => Err(status.into_error(&frame.service, &frame.method)),
         }
     }
 

@@ -271,6 +271,7 @@ impl Cluster {
             return Err(RpcError::Connect {
                 addr: format!("any server of `{service}`"),
                 reason: format!("none is listed in {}", self.describe),
+                source: None,
             });
         };
         let members = &list.members;

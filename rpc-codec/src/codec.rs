@@ -150,9 +150,9 @@ impl Encoder<OutFrame> for FrameCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::Status;
     use bytes::Bytes;
     use proptest::prelude::*;
+    use rpc_core::Code;
     use rpc_core::Metadata;
 
     fn encode(f: &OutFrame) -> BytesMut {
@@ -191,7 +191,7 @@ mod tests {
         }
         let d = codec.decode(&mut buf).unwrap().unwrap();
         assert_eq!(d.body.len(), 1000);
-        assert_eq!(d.status(), Status::Ok);
+        assert_eq!(d.code(), Code::Ok);
     }
 
     #[test]
@@ -255,7 +255,8 @@ mod tests {
             let f = OutFrame::error(5, 1, &e);
             let mut buf = encode(&f);
             let d = FrameCodec::default().decode(&mut buf).unwrap().unwrap();
-            assert_eq!(d.status().decode_error(&d.body, "S", "m"), e);
+            let status = d.error_status().expect("an error status");
+            assert_eq!(status.into_error("S", "m"), e);
         }
     }
 
@@ -284,7 +285,7 @@ mod tests {
             let mut metadata = Metadata::new();
             for (k, v) in &md { metadata.insert(k.clone(), v.clone()); }
             let f = OutFrame {
-                kind, serializer: ser, flags: 0, status: Status::Ok, request_id: id,
+                kind, serializer: ser, flags: 0, status: Code::Ok, request_id: id,
                 timeout_ms: timeout, service: service.clone().into(), method: method.clone().into(),
                 metadata: metadata.clone(), body: Bytes::from(body.clone()),
             };

@@ -5,15 +5,16 @@
 //! its pieces (static names cost no allocation) and knows its encoded length before
 //! it is written, so the transport can size its write buffer exactly.
 //!
-//! Errors travel as a response frame with a non-zero [`Status`] and a small UTF-8
-//! body; [`Status::encode_error`] and [`Status::decode_error`] turn an [`RpcError`]
-//! into that pair and back, so the caller sees the same error variant the server
-//! produced (for the variants that can cross the wire).
+//! Errors travel as a response frame whose status byte is the error's
+//! [`Code`] and whose body is the rest of its [`Status`] (see
+//! [`status_body`](crate::status_body)): [`OutFrame::error`] writes one and
+//! [`Frame::error_status`] reads it back, so the caller sees the error the
+//! server produced.
 
 use std::borrow::Cow;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use rpc_core::{Metadata, RpcError};
+use rpc_core::{Code, Metadata, RpcError, Status};
 
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = [0xB5, 0x1C];
@@ -24,11 +25,8 @@ pub const HEADER_LEN: usize = 28;
 
 /// The request id of a response about the whole connection, not one call (a
 /// connection-level error the server sends just before it closes, such as
-/// [`Status::TooManyConnections`]). Clients number their calls from 1.
+/// [`Code::TooManyConnections`]). Clients number their calls from 1.
 pub const CONNECTION_REQUEST_ID: u64 = 0;
-
-/// Flag bit: the caller expects no response.
-pub const FLAG_ONE_WAY: u8 = 0b0000_0001;
 
 /// What a frame is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,131 +58,6 @@ impl FrameKind {
     }
 }
 
-/// Outcome of a call as carried in a response's status byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Status {
-    Ok = 0,
-    /// The handler returned an error; the body is its message.
-    HandlerError = 1,
-    /// Worker pool full; the request never ran.
-    ServerBusy = 2,
-    UnknownService = 3,
-    UnknownMethod = 4,
-    UnknownSerializer = 5,
-    /// The arguments could not be decoded.
-    BadRequest = 6,
-    /// The server gave up on the call (its deadline passed).
-    Timeout = 7,
-    ShuttingDown = 8,
-    Unauthenticated = 9,
-    FrameTooLarge = 10,
-    /// A connection limit was reached; the body names it (`limit/max/evicted`).
-    /// Sent with request id 0 it concerns the whole connection, which the
-    /// server then closes (see `RpcError::TooManyConnections`).
-    TooManyConnections = 11,
-    /// Any status byte this version does not know.
-    Internal = 255,
-}
-
-impl Status {
-    /// Parses the status byte; unknown values become [`Status::Internal`].
-    pub fn from_u8(v: u8) -> Self {
-        match v {
-            0 => Status::Ok,
-            1 => Status::HandlerError,
-            2 => Status::ServerBusy,
-            3 => Status::UnknownService,
-            4 => Status::UnknownMethod,
-            5 => Status::UnknownSerializer,
-            6 => Status::BadRequest,
-            7 => Status::Timeout,
-            8 => Status::ShuttingDown,
-            9 => Status::Unauthenticated,
-            10 => Status::FrameTooLarge,
-            11 => Status::TooManyConnections,
-            _ => Status::Internal,
-        }
-    }
-
-    /// The status and the body to send for an error a handler or the server produced.
-    pub fn encode_error(err: &RpcError) -> (Status, String) {
-        match err {
-            RpcError::Handler(m) => (Status::HandlerError, m.clone()),
-            RpcError::ServerBusy(m) => (Status::ServerBusy, m.clone()),
-            RpcError::UnknownService(s) => (Status::UnknownService, s.clone()),
-            RpcError::UnknownMethod { service, method } => {
-                (Status::UnknownMethod, format!("{service}/{method}"))
-            }
-            RpcError::UnknownSerializer(id) => (Status::UnknownSerializer, id.to_string()),
-            RpcError::Deserialize { reason, .. } => (Status::BadRequest, reason.clone()),
-            RpcError::Timeout { timeout, .. } => (Status::Timeout, timeout.as_millis().to_string()),
-            RpcError::ShuttingDown => (Status::ShuttingDown, String::new()),
-            RpcError::Unauthenticated(m) => (Status::Unauthenticated, m.clone()),
-            RpcError::FrameTooLarge { size, max } => {
-                (Status::FrameTooLarge, format!("{size}/{max}"))
-            }
-            RpcError::TooManyConnections {
-                limit,
-                max,
-                evicted,
-            } => (
-                Status::TooManyConnections,
-                format!(
-                    "{limit}/{max}/{}",
-                    if *evicted { "evicted" } else { "refused" }
-                ),
-            ),
-            other => (Status::HandlerError, other.to_string()),
-        }
-    }
-
-    /// Rebuilds the error a server sent. `service`/`method` name the call for context.
-    pub fn decode_error(self, body: &[u8], service: &str, method: &str) -> RpcError {
-        let text = String::from_utf8_lossy(body).into_owned();
-        match self {
-            Status::Ok | Status::HandlerError => RpcError::Handler(text),
-            Status::ServerBusy => RpcError::ServerBusy(text),
-            Status::UnknownService => RpcError::UnknownService(text),
-            Status::UnknownMethod => RpcError::UnknownMethod {
-                service: service.to_owned(),
-                method: method.to_owned(),
-            },
-            Status::UnknownSerializer => RpcError::UnknownSerializer(text.parse().unwrap_or(0)),
-            Status::BadRequest => RpcError::Deserialize {
-                serializer: "server",
-                reason: text,
-            },
-            Status::Timeout => RpcError::Timeout {
-                service: service.to_owned(),
-                method: method.to_owned(),
-                timeout: std::time::Duration::from_millis(text.parse().unwrap_or(0)),
-            },
-            Status::ShuttingDown => RpcError::ShuttingDown,
-            Status::Unauthenticated => RpcError::Unauthenticated(text),
-            Status::FrameTooLarge => {
-                let mut it = text.split('/').map(|p| p.parse::<u64>().unwrap_or(0));
-                RpcError::FrameTooLarge {
-                    size: it.next().unwrap_or(0),
-                    max: it.next().unwrap_or(0),
-                }
-            }
-            Status::TooManyConnections => {
-                let mut it = text.split('/');
-                let limit = it.next().unwrap_or_default().to_owned();
-                let max = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
-                let evicted = it.next() == Some("evicted");
-                RpcError::TooManyConnections {
-                    limit,
-                    max,
-                    evicted,
-                }
-            }
-            Status::Internal => RpcError::Handler(format!("server error: {text}")),
-        }
-    }
-}
-
 /// The fixed 28-byte header, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
@@ -192,7 +65,7 @@ pub struct Header {
     /// Raw serializer id: kept raw so that an unknown id can be answered with an error.
     pub serializer: u8,
     pub flags: u8,
-    /// Raw status byte; see [`Status::from_u8`].
+    /// Raw status byte; see [`Code::from_u8`].
     pub status: u8,
     pub request_id: u64,
     pub timeout_ms: u32,
@@ -340,9 +213,15 @@ impl Frame {
         })
     }
 
-    /// The response status.
-    pub fn status(&self) -> Status {
-        Status::from_u8(self.header.status)
+    /// The response's code ([`Code::Ok`] for an answer).
+    pub fn code(&self) -> Code {
+        Code::from_u8(self.header.status)
+    }
+
+    /// The status an error response carries; `None` for an answer.
+    pub fn error_status(&self) -> Option<Status> {
+        let code = self.code();
+        (code != Code::Ok).then(|| crate::status_body::decode(code, &self.body))
     }
 }
 
@@ -353,7 +232,8 @@ pub struct OutFrame {
     pub kind: FrameKind,
     pub serializer: u8,
     pub flags: u8,
-    pub status: Status,
+    /// The response's code: [`Code::Ok`], or the error's.
+    pub status: Code,
     pub request_id: u64,
     pub timeout_ms: u32,
     pub service: Cow<'static, str>,
@@ -375,7 +255,7 @@ impl OutFrame {
             kind: FrameKind::Request,
             serializer,
             flags: 0,
-            status: Status::Ok,
+            status: Code::Ok,
             request_id,
             timeout_ms: 0,
             service: service.into(),
@@ -391,7 +271,7 @@ impl OutFrame {
             kind: FrameKind::Response,
             serializer,
             flags: 0,
-            status: Status::Ok,
+            status: Code::Ok,
             request_id,
             timeout_ms: 0,
             service: Cow::Borrowed(""),
@@ -403,9 +283,9 @@ impl OutFrame {
 
     /// An error response to `request_id` carrying `err`.
     pub fn error(request_id: u64, serializer: u8, err: &RpcError) -> Self {
-        let (status, msg) = Status::encode_error(err);
-        let mut f = OutFrame::response(request_id, serializer, Bytes::from(msg));
-        f.status = status;
+        let status = Status::from(err);
+        let mut f = OutFrame::response(request_id, serializer, crate::status_body::encode(&status));
+        f.status = status.code();
         f
     }
 

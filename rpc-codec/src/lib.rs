@@ -12,8 +12,8 @@
 //!  2      1    version      1
 //!  3      1    kind         1 request, 2 response, 3 ping, 4 pong, 5 cancel
 //!  4      1    serializer   1 msgpack, 2 protobuf, 3 json
-//!  5      1    flags        bit 0: one-way (no response expected); others reserved, sent as 0
-//!  6      1    status       0 ok; else an error code (responses only, see `Status`)
+//!  5      1    flags        reserved, sent as 0
+//!  6      1    status       0 ok; else the error's code (responses only, see `Code`)
 //!  7      1    reserved     0
 //!  8      8    request id   u64, unique per connection while the call is pending;
 //!                           never 0 for a call: a response with id 0 and an error
@@ -26,7 +26,8 @@
 //!                           and value (u16 len + UTF-8). Empty (length 0) on responses,
 //!                           pings, pongs and cancels.
 //!  ..     ..   body         serialized arguments (request) or result (response);
-//!                           on an error status, the UTF-8 error message.
+//!                           on an error status, the rest of the `Status` (message and
+//!                           typed details, see `status_body`).
 //! ```
 //!
 //! The decoder reads the 28-byte header first and checks `28 + meta + body`
@@ -43,11 +44,12 @@ pub mod codec;
 pub mod frame;
 pub mod payload;
 pub mod serializer;
+pub mod status_body;
 
 pub use codec::{parse_header, read_header, FrameCodec, DEFAULT_MAX_FRAME_SIZE};
 pub use frame::{
-    Frame, FrameKind, Header, Meta, OutFrame, Status, CONNECTION_REQUEST_ID, HEADER_LEN, MAGIC,
-    VERSION,
+    Frame, FrameKind, Header, Meta, OutFrame, CONNECTION_REQUEST_ID, HEADER_LEN, MAGIC, VERSION,
 };
 pub use payload::Payload;
+pub use rpc_core::{Code, Status};
 pub use serializer::{BodyCodec, SerializerKind};

@@ -6,9 +6,68 @@
 //! error is usually read by someone who did not write the code that produced it.
 //!
 //! `RpcError` is `Clone`: when a connection breaks, the same error is handed to every
-//! call that was pending on it.
+//! call that was pending on it. A local failure keeps the error that caused it
+//! (a [`Cause`], shared) as its [`source`](std::error::Error::source).
+//!
+//! Each variant has one [`Code`] ([`RpcError::code`]); what a code means for
+//! retries and for HTTP lives in the status table (`status.rs`), not here.
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::status::{Code, Status};
+
+/// The error underneath a local failure (an `io::Error`, a serializer's
+/// error), shared so that [`RpcError`] stays `Clone`.
+///
+/// Two causes compare equal when they read the same: errors of other crates
+/// are rarely `PartialEq`, and what a test or a caller compares is the text.
+#[derive(Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Cause {
+    /// Wraps an error.
+    pub fn new(err: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Cause(Arc::new(err))
+    }
+
+    /// Wraps a boxed error (as `?` and `.into()` make them).
+    pub fn from_boxed(err: Box<dyn std::error::Error + Send + Sync + 'static>) -> Self {
+        Cause(Arc::from(err))
+    }
+
+    /// The error itself, to downcast (`cause.get().downcast_ref::<io::Error>()`).
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Cause {}
 
 /// Everything that can go wrong in a brisk call, on either side.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,7 +77,13 @@ pub enum RpcError {
     #[error(
         "connect to {addr} failed: {reason} (is a brisk server listening there? check the address)"
     )]
-    Connect { addr: String, reason: String },
+    Connect {
+        addr: String,
+        reason: String,
+        /// The error underneath, when there is one (the `io::Error` of the connect).
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// TCP connect did not complete within `connect_timeout`.
     #[error("connect to {addr} timed out after {timeout:?} (raise connect_timeout or check the network)")]
@@ -80,6 +145,9 @@ pub enum RpcError {
     Serialize {
         serializer: &'static str,
         reason: String,
+        /// The serializer's own error.
+        #[source]
+        source: Option<Cause>,
     },
 
     /// Bytes could not be decoded into the expected type with the chosen serializer.
@@ -87,11 +155,19 @@ pub enum RpcError {
     Deserialize {
         serializer: &'static str,
         reason: String,
+        /// The serializer's own error (none when the server reported it).
+        #[source]
+        source: Option<Cause>,
     },
 
     /// The handler ran and returned an error; its message is carried back verbatim.
     #[error("handler error: {0}")]
     Handler(String),
+
+    /// The handler answered with a code of its own choosing (`NotFound`,
+    /// `InvalidArgument`, …): see [`Status`].
+    #[error("{0}")]
+    Status(Status),
 
     /// The server rejected the call because it is shutting down.
     #[error("server is shutting down; retry against another server")]
@@ -127,42 +203,54 @@ pub enum RpcError {
 
     /// Any other I/O failure, with where it happened.
     #[error("i/o error {context}: {reason}")]
-    Io { context: String, reason: String },
+    Io {
+        context: String,
+        reason: String,
+        /// The `io::Error` (or other error) underneath, when there is one.
+        #[source]
+        source: Option<Cause>,
+    },
 }
 
 impl RpcError {
-    /// True when the transport failed: the connect, the connection or the
-    /// write. It says something about the server or the network, not about
-    /// the call (a client marks that server down for a while). Whether the
-    /// call may have run is [`server_did_not_run`](Self::server_did_not_run).
-    pub fn is_transport(&self) -> bool {
-        matches!(
-            self,
-            RpcError::Connect { .. }
-                | RpcError::ConnectTimeout { .. }
-                | RpcError::ConnectionClosed { .. }
-                | RpcError::Write { .. }
-                | RpcError::NotSent { .. }
-        )
+    /// The error's code in the status table.
+    pub fn code(&self) -> Code {
+        match self {
+            RpcError::Connect { .. } | RpcError::ConnectTimeout { .. } => Code::ConnectFailed,
+            RpcError::ConnectionClosed { .. } | RpcError::Write { .. } => Code::ConnectionLost,
+            RpcError::NotSent { .. } => Code::NotSent,
+            RpcError::WriteTimeout { .. } | RpcError::Timeout { .. } => Code::DeadlineExceeded,
+            RpcError::ServerBusy(_) => Code::ServerBusy,
+            RpcError::UnknownService(_) => Code::UnknownService,
+            RpcError::UnknownMethod { .. } => Code::UnknownMethod,
+            RpcError::UnknownSerializer(_) => Code::UnknownSerializer,
+            RpcError::FrameTooLarge { .. } => Code::FrameTooLarge,
+            RpcError::Deserialize { .. } | RpcError::Protocol(_) => Code::BadRequest,
+            RpcError::Handler(_) => Code::Handler,
+            RpcError::Status(status) => status.code(),
+            RpcError::ShuttingDown => Code::ShuttingDown,
+            RpcError::TooManyConnections { .. } => Code::TooManyConnections,
+            RpcError::Unauthenticated(_) => Code::Unauthenticated,
+            RpcError::Closed(_) => Code::Closed,
+            RpcError::Config { .. } => Code::InvalidConfig,
+            RpcError::Serialize { .. } | RpcError::Io { .. } => Code::Internal,
+        }
     }
 
-    /// True when the server cannot have run the call: no connection was
-    /// made, the request never left the client, or the server answered that
-    /// it did not run it (`ShuttingDown`, `TooManyConnections`). Any call may
-    /// be retried after
-    /// these. After other transport failures (a connection closed with the
-    /// call in flight, a failed write) the call may have run: only an
-    /// idempotent call is retried then. A busy answer also means "not run",
-    /// but it is load shedding and is returned to the caller, not retried.
+    /// True when the transport failed: the connect, the connection or the
+    /// write ([`Code::is_transport`]). It says something about the server or
+    /// the network, not about the call (a client marks that server down for a
+    /// while). Whether the call may have run is
+    /// [`server_did_not_run`](Self::server_did_not_run).
+    pub fn is_transport(&self) -> bool {
+        self.code().is_transport()
+    }
+
+    /// True when the server cannot have run the call
+    /// ([`Code::server_did_not_run`]): any call may be retried after these;
+    /// after other transport failures only an idempotent one.
     pub fn server_did_not_run(&self) -> bool {
-        matches!(
-            self,
-            RpcError::Connect { .. }
-                | RpcError::ConnectTimeout { .. }
-                | RpcError::NotSent { .. }
-                | RpcError::ShuttingDown
-                | RpcError::TooManyConnections { .. }
-        )
+        self.code().server_did_not_run()
     }
 
     /// Shorthand for an [`RpcError::Config`].
@@ -173,11 +261,21 @@ impl RpcError {
         }
     }
 
-    /// Shorthand for an [`RpcError::Io`].
-    pub fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
+    /// Shorthand for an [`RpcError::Io`] caused by `err`.
+    pub fn io(context: impl Into<String>, err: std::io::Error) -> Self {
         RpcError::Io {
             context: context.into(),
             reason: err.to_string(),
+            source: Some(Cause::new(err)),
+        }
+    }
+
+    /// Shorthand for an [`RpcError::Io`] with no error underneath.
+    pub fn io_msg(context: impl Into<String>, reason: impl Into<String>) -> Self {
+        RpcError::Io {
+            context: context.into(),
+            reason: reason.into(),
+            source: None,
         }
     }
 }
@@ -268,5 +366,20 @@ mod tests {
         );
         let e = RpcError::FrameTooLarge { size: 10, max: 5 };
         assert!(e.to_string().contains("max_frame_size"));
+    }
+
+    #[test]
+    fn a_local_failure_keeps_its_cause() {
+        use std::error::Error as _;
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = RpcError::io("connecting", io);
+        let source = e.source().expect("the io error is the source");
+        let cause = source.downcast_ref::<Cause>().expect("a Cause");
+        let io = cause
+            .get()
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(e.clone(), e, "still Clone and Eq");
     }
 }

@@ -20,18 +20,20 @@ pub mod interceptor;
 pub mod metadata;
 pub mod modes;
 pub mod serializer;
+pub mod status;
 
 pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};
-pub use error::{Result, RpcError};
+pub use error::{Cause, Result, RpcError};
 pub use handler::ServiceHandler;
 pub use interceptor::{Endpoint, Interceptor, Next};
 pub use metadata::Metadata;
 pub use modes::{ConnectType, Dispatch, WriteMode};
 pub use serializer::SerializerKind;
+pub use status::{Code, Detail, Status};
 
 impl From<std::io::Error> for RpcError {
     fn from(e: std::io::Error) -> Self {
-        RpcError::io("on socket", &e)
+        RpcError::io("on socket", e)
     }
 }

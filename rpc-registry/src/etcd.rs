@@ -166,16 +166,20 @@ where
 {
     match tokio::time::timeout(options.timeout, request).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(failed(options, what, e.to_string())),
+        Ok(Err(e)) => Err(RpcError::Io {
+            context: format!("{what} the registry {}", options.short_url()),
+            reason: e.to_string(),
+            source: Some(rpc_core::Cause::new(e)),
+        }),
         Err(_) => Err(timed_out(options, what)),
     }
 }
 
 fn failed(options: &EtcdOptions, what: &str, reason: String) -> RpcError {
-    RpcError::Io {
-        context: format!("{what} the registry {}", options.short_url()),
+    RpcError::io_msg(
+        format!("{what} the registry {}", options.short_url()),
         reason,
-    }
+    )
 }
 
 fn timed_out(options: &EtcdOptions, what: &str) -> RpcError {

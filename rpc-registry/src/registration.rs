@@ -84,16 +84,17 @@ impl Registration {
             Ok(Err(join)) => Err(RpcError::Io {
                 context: format!("deregistering from {}", self.describe),
                 reason: join.to_string(),
+                source: Some(rpc_core::Cause::new(join)),
             }),
             Err(_) => {
                 task.abort();
-                Err(RpcError::Io {
-                    context: format!("deregistering from {}", self.describe),
-                    reason: format!(
+                Err(RpcError::io_msg(
+                    format!("deregistering from {}", self.describe),
+                    format!(
                         "no answer within {:?}; the entries expire with their lease",
                         Self::DEREGISTER_TIMEOUT
                     ),
-                })
+                ))
             }
         }
     }

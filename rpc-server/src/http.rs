@@ -97,37 +97,16 @@ fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes
 
 fn json_error(status: StatusCode, err: &RpcError) -> HttpResponse {
     let body = serde_json::json!({
-        "error": error_kind(err),
+        "error": err.code().name(),
         "message": err.to_string(),
     });
     respond(status, "application/json", body.to_string())
 }
 
-fn error_kind(err: &RpcError) -> &'static str {
-    match err {
-        RpcError::Deserialize { .. } | RpcError::Protocol(_) => "bad_request",
-        RpcError::UnknownService(_) => "unknown_service",
-        RpcError::UnknownMethod { .. } => "unknown_method",
-        RpcError::FrameTooLarge { .. } => "too_large",
-        RpcError::ServerBusy(_) => "server_busy",
-        RpcError::ShuttingDown => "shutting_down",
-        RpcError::Timeout { .. } => "timeout",
-        RpcError::Unauthenticated(_) => "unauthenticated",
-        _ => "handler_error",
-    }
-}
-
-/// The HTTP status an error maps to.
+/// The HTTP status an error maps to: the status table's
+/// ([`Code::http_status`](rpc_core::Code::http_status)).
 pub fn status_for(err: &RpcError) -> StatusCode {
-    match err {
-        RpcError::Deserialize { .. } | RpcError::Protocol(_) => StatusCode::BAD_REQUEST,
-        RpcError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-        RpcError::UnknownService(_) | RpcError::UnknownMethod { .. } => StatusCode::NOT_FOUND,
-        RpcError::FrameTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        RpcError::ServerBusy(_) | RpcError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
-        RpcError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    StatusCode::from_u16(err.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) -> HttpResponse {

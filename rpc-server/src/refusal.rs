@@ -132,7 +132,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rpc_codec::{FrameCodec, Status};
+    use rpc_codec::{Code, FrameCodec};
     use tokio_util::codec::Decoder;
 
     #[tokio::test]
@@ -160,7 +160,13 @@ mod tests {
         let frame = FrameCodec::default().decode(&mut buf).unwrap().unwrap();
         assert!(buf.is_empty(), "exactly one frame");
         assert_eq!(frame.header.request_id, CONNECTION_REQUEST_ID);
-        assert_eq!(frame.status(), Status::TooManyConnections);
-        assert_eq!(frame.status().decode_error(&frame.body, "", ""), error);
+        assert_eq!(frame.code(), Code::TooManyConnections);
+        assert_eq!(
+            frame
+                .error_status()
+                .expect("an error status")
+                .into_error("", ""),
+            error
+        );
     }
 }

@@ -155,17 +155,19 @@ impl ServerBuilder {
             .map_err(|e| RpcError::Io {
                 context: format!("binding the server to {}", self.config.addr),
                 reason: format!("{e} (is another process using the port?)"),
+                source: Some(rpc_core::Cause::new(e)),
             })?;
         let http_listener = match &self.config.http_addr {
             Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| RpcError::Io {
                 context: format!("binding the HTTP listener to {addr}"),
                 reason: format!("{e} (is another process using the port?)"),
+                source: Some(rpc_core::Cause::new(e)),
             })?),
             None => None,
         };
         let local_addr = listener
             .local_addr()
-            .map_err(|e| RpcError::io("reading the bound address", &e))?;
+            .map_err(|e| RpcError::io("reading the bound address", e))?;
         let pool = match self.config.dispatch {
             Dispatch::Pool => {
                 let mut pool_config = self.config.pool.clone();
@@ -202,7 +204,7 @@ impl ServerBuilder {
             Some(l) => {
                 let a = l
                     .local_addr()
-                    .map_err(|e| RpcError::io("reading the bound HTTP address", &e))?;
+                    .map_err(|e| RpcError::io("reading the bound HTTP address", e))?;
                 tracker.spawn(crate::http::accept_loop(l, ctx.clone(), tracker.clone()));
                 info!(addr = %a, "brisk HTTP/JSON listening");
                 Some(a)

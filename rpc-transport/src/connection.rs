@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use rpc_codec::{Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
+use rpc_codec::{Code, Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
 use rpc_core::{RpcError, WriteMode};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -99,6 +99,7 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
             return Err(RpcError::Connect {
                 addr: addr.to_owned(),
                 reason: e.to_string(),
+                source: Some(rpc_core::Cause::new(e)),
             })
         }
         Err(_) => {
@@ -126,6 +127,7 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
                 return Err(RpcError::Connect {
                     addr: addr.to_owned(),
                     reason,
+                    source: None,
                 });
             }
         };
@@ -153,7 +155,7 @@ impl Connection {
             .into();
         stream
             .set_nodelay(config.nodelay)
-            .map_err(|e| RpcError::io(format!("setting TCP_NODELAY on {peer}"), &e))?;
+            .map_err(|e| RpcError::io(format!("setting TCP_NODELAY on {peer}"), e))?;
         let (read_half, write_half) = stream.into_split();
         Ok(Connection::from_halves(read_half, write_half, peer, config))
     }
@@ -497,9 +499,12 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 let id = frame.header.request_id;
                 match frame.header.kind {
                     FrameKind::Response
-                        if id == CONNECTION_REQUEST_ID && frame.status() != Status::Ok =>
+                        if id == CONNECTION_REQUEST_ID && frame.code() != Code::Ok =>
                     {
-                        let error = frame.status().decode_error(&frame.body, "", "");
+                        let status = frame.error_status().unwrap_or_else(|| {
+                            Status::new(Code::Internal, "connection-level error without a status")
+                        });
+                        let error = status.into_error("", "");
                         warn!(peer = %shared.peer, %error, "the server closed the connection with an error");
                         close.close_with(error);
                         break;

@@ -217,6 +217,7 @@ impl TlsAcceptor {
         self.0.accept(stream).await.map_err(|e| RpcError::Connect {
             addr: peer.to_owned(),
             reason: format!("TLS handshake with {peer} failed: {e}"),
+            source: Some(rpc_core::Cause::new(e)),
         })
     }
 }
@@ -312,6 +313,7 @@ impl TlsConnector {
             .map_err(|e| RpcError::Connect {
                 addr: addr.to_owned(),
                 reason: format!("TLS handshake with {addr} failed: {e}"),
+                source: Some(rpc_core::Cause::new(e)),
             })
     }
 }

@@ -160,7 +160,7 @@ pub async fn raw_answer_status(
     raw: &mut tokio::net::TcpStream,
     request_id: u64,
     within: Duration,
-) -> Option<brisk::codec::Status> {
+) -> Option<brisk::codec::Code> {
     use tokio::io::AsyncReadExt;
     use tokio_util::codec::Decoder;
     let mut codec = brisk::codec::FrameCodec::new(1 << 20);
@@ -169,7 +169,7 @@ pub async fn raw_answer_status(
         loop {
             while let Ok(Some(frame)) = codec.decode(&mut buf) {
                 if frame.header.request_id == request_id {
-                    return Some(frame.status());
+                    return Some(frame.code());
                 }
             }
             match raw.read_buf(&mut buf).await {

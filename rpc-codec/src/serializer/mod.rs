@@ -18,8 +18,8 @@ pub mod protobuf;
 use std::cell::RefCell;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use rpc_core::RpcError;
 pub use rpc_core::SerializerKind;
+use rpc_core::{Cause, RpcError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -139,38 +139,38 @@ pub fn encode_body<T: ?Sized>(
 
 impl BodyCodec for SerializerKind {
     fn encode<T: Serialize + ?Sized>(self, value: &T, out: &mut BytesMut) -> Result<(), RpcError> {
-        let ser_err = |reason: String| RpcError::Serialize {
-            serializer: self.name(),
-            reason,
+        let serializer = self.name();
+        let ser_err = |e: Box<dyn std::error::Error + Send + Sync>| RpcError::Serialize {
+            serializer,
+            reason: e.to_string(),
+            source: Some(Cause::from_boxed(e)),
         };
         match self {
             SerializerKind::MsgPack => {
                 let mut w = out.writer();
-                rmp_serde::encode::write_named(&mut w, value).map_err(|e| ser_err(e.to_string()))
+                rmp_serde::encode::write_named(&mut w, value).map_err(|e| ser_err(e.into()))
             }
-            SerializerKind::Protobuf => {
-                protobuf::encode(value, out).map_err(|e| ser_err(e.to_string()))
-            }
+            SerializerKind::Protobuf => protobuf::encode(value, out).map_err(|e| ser_err(e.into())),
             SerializerKind::Json => {
-                serde_json::to_writer(out.writer(), value).map_err(|e| ser_err(e.to_string()))
+                serde_json::to_writer(out.writer(), value).map_err(|e| ser_err(e.into()))
             }
         }
     }
 
     fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, RpcError> {
-        let de_err = |reason: String| RpcError::Deserialize {
-            serializer: self.name(),
-            reason,
+        let serializer = self.name();
+        let de_err = |e: Box<dyn std::error::Error + Send + Sync>| RpcError::Deserialize {
+            serializer,
+            reason: e.to_string(),
+            source: Some(Cause::from_boxed(e)),
         };
         match self {
-            SerializerKind::MsgPack => {
-                rmp_serde::from_slice(bytes).map_err(|e| de_err(e.to_string()))
-            }
-            SerializerKind::Protobuf => protobuf::decode(bytes).map_err(|e| de_err(e.to_string())),
+            SerializerKind::MsgPack => rmp_serde::from_slice(bytes).map_err(|e| de_err(e.into())),
+            SerializerKind::Protobuf => protobuf::decode(bytes).map_err(|e| de_err(e.into())),
             SerializerKind::Json => {
                 // JSON has no representation for "nothing": accept an empty body as `null`.
                 let bytes: &[u8] = if bytes.is_empty() { b"null" } else { bytes };
-                serde_json::from_slice(bytes).map_err(|e| de_err(e.to_string()))
+                serde_json::from_slice(bytes).map_err(|e| de_err(e.into()))
             }
         }
     }
