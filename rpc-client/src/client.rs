@@ -26,7 +26,7 @@ use rpc_core::{
     ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
     WriteMode,
 };
-use rpc_transport::Started;
+use rpc_transport::{SendSpec, Started};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
@@ -91,10 +91,10 @@ impl Client {
     {
         let serializer = options.serializer.unwrap_or(self.inner.config.serializer);
         let body = serializer.encode_body(args)?;
-        let timeout = options
-            .timeout
-            .unwrap_or_else(|| self.timeout_for(service, method));
         let settings = CallSettings {
+            timeout: options
+                .timeout
+                .unwrap_or_else(|| self.timeout_for(service, method)),
             write_mode: options.write_mode.unwrap_or(self.inner.config.write_mode),
             hash_key: options.hash_key.as_deref(),
             idempotent: options.idempotent,
@@ -105,11 +105,11 @@ impl Client {
             if !options.metadata.is_empty() {
                 frame.metadata = options.metadata.clone();
             }
-            self.invoke(frame, timeout, &settings).await?
+            self.invoke(frame, &settings).await?
         } else {
             let mut req = RpcRequest::new(service, method, serializer, body);
             req.metadata = options.metadata.clone();
-            req.timeout = Some(timeout);
+            req.timeout = Some(settings.timeout);
             let endpoint = TransportEndpoint {
                 client: self,
                 settings,
@@ -129,6 +129,8 @@ impl Client {
         let endpoint = TransportEndpoint {
             client: self,
             settings: CallSettings {
+                // The chain may change the request's timeout: read at its end.
+                timeout: Duration::ZERO,
                 write_mode: self.inner.config.write_mode,
                 hash_key: None,
                 idempotent: None,
@@ -171,10 +173,9 @@ impl Client {
     async fn invoke(
         &self,
         mut frame: OutFrame,
-        timeout: Duration,
         settings: &CallSettings<'_>,
     ) -> Result<RpcResponse, RpcError> {
-        let write_mode = settings.write_mode;
+        let timeout = settings.timeout;
         let deadline = Instant::now() + timeout;
         let max_tries = self.inner.config.max_try_count.max(1);
         let mut attempt = 1;
@@ -201,8 +202,12 @@ impl Client {
                 .choose(&frame.service, settings.hash_key, &failed)?;
             let result = {
                 let _in_flight = endpoint.begin();
-                self.attempt(&endpoint, &mut frame, write_mode, deadline, remaining)
-                    .await
+                let spec = SendSpec {
+                    mode: settings.write_mode,
+                    deadline,
+                    timeout: remaining,
+                };
+                self.attempt(&endpoint, &mut frame, spec).await
             };
             match &result {
                 Ok(_) => endpoint.mark_up(),
@@ -238,9 +243,7 @@ impl Client {
         &self,
         endpoint: &ServerEndpoint,
         frame: &mut OutFrame,
-        write_mode: WriteMode,
-        deadline: Instant,
-        remaining: Duration,
+        spec: SendSpec,
     ) -> Result<RpcResponse, RpcError> {
         // An open shared connection is taken without arming a timer.
         let lease = match endpoint.connections().ready() {
@@ -248,22 +251,19 @@ impl Client {
             // Boxed: connecting (TCP, TLS) is a large future that would
             // otherwise sit in every call's state.
             None => Box::pin(tokio::time::timeout_at(
-                deadline,
+                spec.deadline,
                 endpoint.connections().acquire(),
             ))
             .await
             .map_err(|_| RpcError::Timeout {
                 service: frame.service.to_string(),
                 method: frame.method.to_string(),
-                timeout: remaining,
+                timeout: spec.timeout,
             })??,
         };
         // Registered and queued without awaiting in the usual case, so this
         // future holds no send state (see `Connection::start`).
-        let pending = match lease
-            .connection()
-            .start(frame, write_mode, deadline, remaining)?
-        {
+        let pending = match lease.connection().start(frame, spec)? {
             Started::Sent(call) => call,
             Started::Waiting(call, wait) => {
                 wait.await?;
@@ -318,8 +318,12 @@ impl Client {
     }
 }
 
-/// How one call goes to the transport, beside its frame and timeout.
+/// How one call goes to the transport, beside its frame (which carries the
+/// names, serializer, metadata and body): resolved once from the
+/// [`CallOptions`] and the config, carried unchanged through every attempt.
 struct CallSettings<'a> {
+    /// The whole call's budget, every attempt included.
+    timeout: Duration,
     write_mode: WriteMode,
     /// The `consistent_hash` balancer's key.
     hash_key: Option<&'a str>,
@@ -336,14 +340,17 @@ struct TransportEndpoint<'a> {
 #[async_trait]
 impl Endpoint for TransportEndpoint<'_> {
     async fn call(&self, req: RpcRequest) -> Result<RpcResponse, RpcError> {
-        let timeout = req
-            .timeout
-            .unwrap_or(self.client.inner.config.request_timeout);
+        let settings = CallSettings {
+            timeout: req
+                .timeout
+                .unwrap_or(self.client.inner.config.request_timeout),
+            ..self.settings
+        };
         let frame = OutFrame {
             metadata: req.metadata,
             ..OutFrame::request(0, req.serializer.id(), req.service, req.method, req.body)
         };
-        self.client.invoke(frame, timeout, &self.settings).await
+        self.client.invoke(frame, &settings).await
     }
 }
 

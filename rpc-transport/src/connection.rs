@@ -204,59 +204,14 @@ impl Connection {
         })
     }
 
-    /// Sends a request and waits for its response frame: [`send`](Self::send)
-    /// followed by [`PendingCall::response`].
-    pub async fn call(
-        self: &Arc<Self>,
-        frame: OutFrame,
-        mode: WriteMode,
-        timeout: Duration,
-    ) -> Result<Frame, RpcError> {
-        self.send(frame, mode, timeout).await?.response().await
-    }
-
-    /// Registers a request and writes it; returns the call waiting for its answer.
-    ///
-    /// `frame.request_id` and `frame.timeout_ms` are filled in here. With
-    /// [`WriteMode::Sync`] this waits until the frame is written (a write failure, or
-    /// a write that does not finish within `timeout`, is returned as such); with
-    /// [`WriteMode::Async`] it only waits for room in the write queue, and a later
-    /// write failure completes the call with that error. `timeout` bounds the whole
-    /// call, write included. Splitting send from response lets a pooled connection
-    /// go back to its pool as soon as the request is out.
-    pub async fn send(
-        self: &Arc<Self>,
-        frame: OutFrame,
-        mode: WriteMode,
-        timeout: Duration,
-    ) -> Result<PendingCall, RpcError> {
-        self.send_until(frame, mode, Instant::now() + timeout, timeout)
-            .await
-    }
-
-    /// [`send`](Self::send) with the deadline already computed (`timeout` is what
-    /// a timeout error reports).
-    pub async fn send_until(
-        self: &Arc<Self>,
-        mut frame: OutFrame,
-        mode: WriteMode,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<PendingCall, RpcError> {
-        match self.start(&mut frame, mode, deadline, timeout)? {
-            Started::Sent(call) => Ok(call),
-            Started::Waiting(call, wait) => {
-                wait.await?;
-                Ok(call)
-            }
-        }
-    }
-
-    /// The synchronous part of [`send_until`](Self::send_until): registers the
-    /// request and, in the usual case (async write mode, room in the write
-    /// queue), queues it — without awaiting anything, so a caller's future holds
-    /// no send state at all. Otherwise the returned [`WriteWait`] finishes the
-    /// write (it must be awaited before the call counts as sent).
+    /// Registers the request and, in the usual case (async write mode, room
+    /// in the write queue), queues it — without awaiting anything, so a
+    /// caller's future holds no send state at all. Otherwise the returned
+    /// [`WriteWait`] finishes the write (it must be awaited before the call
+    /// counts as sent): with [`WriteMode::Sync`] it waits until the frame is
+    /// written; with [`WriteMode::Async`] only for room in the write queue (a
+    /// later write failure completes the call with that error). The spec's
+    /// deadline bounds the whole call, write included.
     ///
     /// The frame is encoded by reference (its `request_id` and `timeout_ms` are
     /// set here): a caller that may try again elsewhere keeps it for the next
@@ -264,10 +219,13 @@ impl Connection {
     pub fn start(
         self: &Arc<Self>,
         frame: &mut OutFrame,
-        mode: WriteMode,
-        deadline: Instant,
-        timeout: Duration,
+        spec: SendSpec,
     ) -> Result<Started, RpcError> {
+        let SendSpec {
+            mode,
+            deadline,
+            timeout,
+        } = spec;
         let size = frame.encoded_len();
         if size > self.max_frame_size {
             return Err(RpcError::FrameTooLarge {
@@ -302,20 +260,18 @@ impl Connection {
         // select state would otherwise sit in every call's future, which is
         // moved on every call.
         let conn = self.clone();
-        let wait =
-            Box::pin(async move { conn.write_waiting(frame, mode, deadline, timeout).await });
+        let wait = Box::pin(async move { conn.write_waiting(frame, spec).await });
         Ok(Started::Waiting(call, WriteWait(wait)))
     }
 
-    /// The slow half of [`send_until`](Self::send_until): waits for room in the
-    /// write queue and, with [`WriteMode::Sync`], for the write, until `deadline`.
-    async fn write_waiting(
-        &self,
-        frame: OutFrame,
-        mode: WriteMode,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<(), RpcError> {
+    /// The slow half of [`start`](Self::start): waits for room in the write
+    /// queue and, with [`WriteMode::Sync`], for the write, until the deadline.
+    async fn write_waiting(&self, frame: OutFrame, spec: SendSpec) -> Result<(), RpcError> {
+        let SendSpec {
+            mode,
+            deadline,
+            timeout,
+        } = spec;
         let write_timeout = || RpcError::WriteTimeout {
             peer: self.shared.peer.to_string(),
             timeout,
@@ -395,6 +351,21 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.shared.close.close("connection handle dropped");
     }
+}
+
+/// How one request goes out: what [`Connection::start`] needs beside the
+/// frame (which carries the names, the serializer, the metadata and the body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendSpec {
+    /// Return once the frame is queued ([`WriteMode::Async`]) or written
+    /// ([`WriteMode::Sync`]).
+    pub mode: WriteMode,
+    /// When the caller gives up, on the write and on the answer.
+    pub deadline: Instant,
+    /// The time left until `deadline` when the request is sent: it travels in
+    /// the frame (the server's view of the deadline) and is what a timeout
+    /// error reports.
+    pub timeout: Duration,
 }
 
 /// What [`Connection::start`] did with a request.

@@ -39,7 +39,7 @@ pub mod writer;
 pub use budget::{FrameBudget, Reserved};
 pub use close::CloseSignal;
 pub use config::{IoCounters, TransportConfig};
-pub use connection::{connect, Connection, PendingCall, Started, WriteWait};
+pub use connection::{connect, Connection, PendingCall, SendSpec, Started, WriteWait};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::{FrameReader, Inbound};
 pub use writer::{FrameWriter, Offer, WriteAck};
