@@ -467,7 +467,7 @@ fn postgres_open_get_concurrent_and_reconnect() {
             .await
             .unwrap();
         // straight away: idle connections may not know yet that they are dead, so this
-        // exercises the retry-once-on-a-closed-connection path
+        // exercises the discard-and-retry-on-a-lost-connection path
         assert_all_found_async(&db).await;
     });
     assert!(store.connects() > before);
