@@ -96,6 +96,18 @@ pub enum StoreError {
         waited: Duration,
     },
 
+    /// The connection pool itself failed: it could not fill itself at start, or it is closed.
+    /// (A busy pool is [`StoreError::PoolTimeout`]; a refused connection is
+    /// [`StoreError::Postgres`] or [`StoreError::Sqlite`].)
+    #[error("{target}: the connection pool failed: {source}; check that the database is reachable and usable, then restart the benchmark server")]
+    Pool {
+        /// The database, password redacted.
+        target: String,
+        /// The pool's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// A blocking call was made on a thread that must not block (a current-thread runtime).
     #[error("{target}: get_blocking was called on a current-thread tokio runtime thread, where it would deadlock; call the async get() there, or call get_blocking from a worker-pool thread or a multi-thread runtime")]
     BlockingInRuntime {
