@@ -52,7 +52,7 @@ use std::io::ErrorKind;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use brisk::{async_trait, Client, ConnectType, RpcError, Server, ServerConfig};
+use brisk::{async_trait, Client, Connect, RpcError, Server, ServerConfig};
 use clap::{Parser, Subcommand};
 use hello::{Hello, HelloClient, HelloServer};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -429,8 +429,7 @@ fn explain_rpc_error(e: &RpcError, opened: usize) -> String {
 async fn brisk_client(addr: &str, timeout: Duration) -> Result<HelloClient, RpcError> {
     let mut client = Client::builder()
         .addr(addr)
-        .connect_type(ConnectType::Fixed)
-        .connections(1)
+        .connect(Connect::fixed(1))
         .max_try_count(1)
         .request_timeout(timeout)
         .build()

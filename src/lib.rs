@@ -53,7 +53,7 @@ pub use rpc_registry as registry;
 pub use rpc_server as server;
 pub use rpc_transport as transport;
 
-pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, PoolHold};
+pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, Connect, PoolHold};
 pub use rpc_codec::Payload;
 pub use rpc_core::{
     BearerToken, Cause, Code, ConnectType, Detail, Dispatch, Endpoint, Interceptor, Metadata, Next,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brisk::codec::{Code, FrameCodec, FrameKind, OutFrame};
-use brisk::{Client, ConnectType, Dispatch, QueueKind, RpcError};
+use brisk::{Client, Connect, Dispatch, QueueKind, RpcError};
 use bytes::BytesMut;
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -39,12 +39,13 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn calc_client(addr: SocketAddr, connections: usize, tries: u32) -> (Client, CalcClient) {
     let client = Client::builder()
         .addr(addr.to_string())
-        .connect_type(ConnectType::Fixed)
-        .connections(connections)
+        // Strict round-robin: every connection gets calls all the time.
+        .connect(Connect::Fixed {
+            connections,
+            coalesce_calls: 1,
+        })
         .request_timeout(Duration::from_secs(3))
         .max_try_count(tries)
-        // Strict round-robin: every connection gets calls all the time.
-        .coalesce_calls(1)
         .build()
         .await
         .expect("client connects (TCP)");
@@ -387,8 +388,7 @@ async fn restart_under_load(callers: usize) -> Option<Duration> {
     // The client's defaults but for the timeout and a single try.
     let client = Client::builder()
         .addr(addr.to_string())
-        .connect_type(ConnectType::Fixed)
-        .connections(2)
+        .connect(Connect::fixed(2))
         .request_timeout(Duration::from_secs(3))
         .max_try_count(1)
         .build()

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use brisk::codec::{Code, Frame, FrameCodec, OutFrame};
 use brisk::{
-    async_trait, CallOptions, Client, ConnectType, Dispatch, Interceptor, Next, PoolConfig,
-    PoolHold, QueueKind, RpcError, RpcRequest, RpcResponse, SerializerKind, Server, WriteMode,
+    async_trait, CallOptions, Client, Connect, ConnectType, Dispatch, Interceptor, Next,
+    PoolConfig, PoolHold, QueueKind, RpcError, RpcRequest, RpcResponse, SerializerKind, Server,
+    WriteMode,
 };
 use bytes::{Bytes, BytesMut};
 use common::*;
@@ -24,8 +25,7 @@ async fn client(
 ) -> CalcClient {
     let c = Client::builder()
         .addr(addr.to_string())
-        .connect_type(connect_type)
-        .connections(3)
+        .connect(Connect::sized(connect_type, 3))
         .write_mode(write_mode)
         .request_timeout(Duration::from_secs(5))
         .build()
@@ -497,10 +497,12 @@ async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
 
         let mut config = brisk::ClientConfig {
             addr: server.local_addr().to_string(),
-            connect_type: ConnectType::Pooled,
-            min_connections: 1,
-            max_connections: 2,
-            pool_hold: PoolHold::Response,
+            connect: Connect::Pooled {
+                min_connections: 1,
+                max_connections: 2,
+                hold: PoolHold::Response,
+                idle_timeout: Connect::DEFAULT_IDLE_TIMEOUT,
+            },
             ..Default::default()
         };
         let pooled = CalcClient::new(
@@ -524,7 +526,12 @@ async fn reused_connections_are_shared_per_address_and_pools_are_bounded() {
         );
 
         // Idle connections above min are evicted.
-        config.pool_idle_timeout = Duration::from_millis(100);
+        config.connect = Connect::Pooled {
+            min_connections: 1,
+            max_connections: 2,
+            hold: PoolHold::Response,
+            idle_timeout: Duration::from_millis(100),
+        };
         let pooled = CalcClient::new(Client::builder().config(config).build().await.unwrap());
         let mut calls = Vec::new();
         for _ in 0..4 {
@@ -696,7 +703,7 @@ async fn connection_and_in_flight_limits_hold() {
         let (server, _) = start(config).await;
         let first = Client::builder()
             .addr(server.local_addr().to_string())
-            .connections(1)
+            .connect(Connect::fixed(1))
             .build()
             .await
             .unwrap();
@@ -714,7 +721,7 @@ async fn connection_and_in_flight_limits_hold() {
         let calc = CalcClient::new(
             Client::builder()
                 .addr(server.local_addr().to_string())
-                .connections(1)
+                .connect(Connect::fixed(1))
                 .build()
                 .await
                 .unwrap(),
@@ -786,9 +793,10 @@ async fn fixed_connections_share_a_write_among_calls_made_together() {
                 CalcClient::new(
                     Client::builder()
                         .addr(addr)
-                        .connect_type(ConnectType::Fixed)
-                        .connections(4)
-                        .coalesce_calls(coalesce)
+                        .connect(Connect::Fixed {
+                            connections: 4,
+                            coalesce_calls: coalesce,
+                        })
                         .build()
                         .await
                         .expect("client connects"),

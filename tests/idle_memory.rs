@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::{async_trait, Client, ConnectType, Payload, RpcError, Server, ServerConfig};
+use brisk::{async_trait, Client, Connect, Payload, RpcError, Server, ServerConfig};
 
 brisk::service! {
     /// Bytes in, the same bytes out.
@@ -156,8 +156,7 @@ async fn run(budget: u64) -> (u64, u64, u64, f64) {
     for _ in 0..CLIENTS {
         let client = Client::builder()
             .addr(addr.clone())
-            .connect_type(ConnectType::Fixed)
-            .connections(1)
+            .connect(Connect::fixed(1))
             .request_timeout(Duration::from_secs(60))
             .build()
             .await

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use brisk::client::Balancer;
-use brisk::{Client, ClientConfig, ConnectType, Dispatch, QueueKind, RpcError, ServerConfig};
+use brisk::{Client, ClientConfig, Connect, Dispatch, QueueKind, RpcError, ServerConfig};
 use common::*;
 
 const MIB: usize = 1 << 20;
@@ -21,8 +21,7 @@ const MIB: usize = 1 << 20;
 fn one_connection(addr: SocketAddr, max_frame_size: usize) -> ClientConfig {
     let mut config = ClientConfig {
         addr: addr.to_string(),
-        connect_type: ConnectType::Fixed,
-        connections: 1,
+        connect: Connect::fixed(1),
         request_timeout: Duration::from_secs(10),
         ..ClientConfig::default()
     };
@@ -162,8 +161,7 @@ async fn closed_with_a_call_in_flight(idempotent: bool) -> (Result<u64, RpcError
             a.local_addr().to_string().into(),
             b.local_addr().to_string().into(),
         ],
-        connect_type: ConnectType::Fixed,
-        connections: 1,
+        connect: Connect::fixed(1),
         max_try_count: 2,
         request_timeout: Duration::from_secs(10),
         ..ClientConfig::default()
@@ -238,8 +236,7 @@ async fn requests_that_never_left_are_retried_and_run_once() {
                 good.local_addr().to_string().into(),
             ],
             balancer: Balancer::RoundRobin,
-            connect_type: ConnectType::Fixed,
-            connections: 1,
+            connect: Connect::fixed(1),
             max_try_count: 2,
             request_timeout: Duration::from_secs(20),
             ..ClientConfig::default()

@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::{Client, ClientConfig, ConnectType, Dispatch, QueueKind, RpcError};
+use brisk::{Client, ClientConfig, Connect, ConnectType, Dispatch, QueueKind, RpcError};
 use common::*;
 
 /// The environment variable that turns [`child_server_process`] into a server.
@@ -274,10 +274,11 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 async fn client(port: u16, connect_type: ConnectType) -> CalcClient {
     let config = ClientConfig {
         addr: format!("127.0.0.1:{port}"),
-        connect_type,
-        connections: 2,     // fixed
-        min_connections: 1, // pooled
-        max_connections: 4,
+        connect: match connect_type {
+            ConnectType::Fixed => Connect::fixed(2),
+            ConnectType::Pooled => Connect::pooled(1, 4),
+            other => Connect::defaults_for(other),
+        },
         request_timeout: REQUEST_TIMEOUT,
         max_try_count: 1, // no retries: every failure is seen and counted
         ..ClientConfig::default()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use brisk::codec::OutFrame;
-use brisk::{Client, ConnectType, Dispatch, PoolConfig, QueueKind, RpcError, WriteMode};
+use brisk::{Client, Connect, Dispatch, PoolConfig, QueueKind, RpcError, WriteMode};
 use bytes::{Bytes, BytesMut};
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -26,8 +26,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn calc_client(addr: SocketAddr, timeout: Duration, tries: u32) -> CalcClient {
     let c = Client::builder()
         .addr(addr.to_string())
-        .connect_type(ConnectType::Fixed)
-        .connections(2)
+        .connect(Connect::fixed(2))
         .write_mode(WriteMode::Async)
         .request_timeout(timeout)
         .max_try_count(tries)

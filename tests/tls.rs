@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use brisk::tls::{rustls, TlsClientConfig, TlsServerConfig};
-use brisk::{Client, ClientConfig, ConnectType, Dispatch, QueueKind, RpcError};
+use brisk::{Client, ClientConfig, Connect, ConnectType, Dispatch, QueueKind, RpcError};
 use common::*;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 use rustls::pki_types::pem::PemObject;
@@ -98,8 +98,7 @@ fn mtls_server_config(pki: &Pki) -> brisk::ServerConfig {
 fn tls_client_config(pki: &Pki, addr: std::net::SocketAddr, ct: ConnectType) -> ClientConfig {
     ClientConfig {
         addr: addr.to_string(),
-        connect_type: ct,
-        connections: 2,
+        connect: Connect::sized(ct, 2),
         request_timeout: Duration::from_secs(5),
         tls: Some(TlsClientConfig::new(&pki.ca_path, "localhost")),
         ..Default::default()
@@ -637,7 +636,7 @@ async fn tls_connections_are_refused_and_evicted_with_too_many_connections() {
         config.max_connections_per_ip = Some(1);
         let (server, _) = start(config).await;
         let mut client_config = tls_client_config(&pki, server.local_addr(), ConnectType::Fixed);
-        client_config.connections = 1;
+        client_config.connect = Connect::fixed(1);
         let build = |c: ClientConfig| async move {
             Client::builder()
                 .config(c)

@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use brisk::{
-    async_trait, Client, ClientConfig, ConnectType, Dispatch, PoolConfig, QueueKind, RpcError,
-    Server, ServerConfig, ServerHandle, WriteMode,
+    async_trait, Client, ClientConfig, Connect, ConnectType, Dispatch, PoolConfig, QueueKind,
+    RpcError, Server, ServerConfig, ServerHandle, WriteMode,
 };
 use bytes::Bytes;
 use criterion::{Criterion, SamplingMode};
@@ -157,10 +157,10 @@ pub fn client(
 ) -> BenchClient {
     let config = ClientConfig {
         addr: addr.to_owned(),
-        connect_type,
-        connections,
-        min_connections: connections,
-        max_connections: connections,
+        connect: match connect_type {
+            ConnectType::Pooled => Connect::pooled(connections, connections),
+            other => Connect::sized(other, connections),
+        },
         write_mode,
         ..ClientConfig::default()
     };

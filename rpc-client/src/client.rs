@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use crate::balance::Balancer;
 use crate::cluster::{is_server_failure, Cluster, EndpointStats, ServerEndpoint};
 use crate::config::{PoolHold, StaticAddr};
+use crate::connect::Connect;
 use crate::connections::Lease;
 use crate::{CallOptions, ClientConfig};
 use rpc_registry::{Registry, ServiceInstance, StaticRegistry};
@@ -270,8 +271,8 @@ impl Client {
                 call
             }
         };
-        let hold_until_response =
-            matches!(lease, Lease::Pooled(_)) && self.inner.config.pool_hold == PoolHold::Response;
+        let hold_until_response = matches!(lease, Lease::Pooled(_))
+            && self.inner.config.connect.hold() == PoolHold::Response;
         let lease = if hold_until_response {
             Some(lease)
         } else {
@@ -293,7 +294,7 @@ impl Client {
 
     /// The connect type in use.
     pub fn connect_type(&self) -> ConnectType {
-        self.inner.config.connect_type
+        self.inner.config.connect.connect_type()
     }
 
     /// Connections currently open to the servers.
@@ -416,17 +417,17 @@ impl ClientBuilder {
         self
     }
 
-    /// How connections are held.
-    pub fn connect_type(mut self, connect_type: ConnectType) -> Self {
-        self.config.connect_type = connect_type;
+    /// How connections are held: the connect type with its own settings
+    /// (`Connect::fixed(4)`, `Connect::pooled(1, 8)`, `Connect::Reused`).
+    pub fn connect(mut self, connect: Connect) -> Self {
+        self.config.connect = connect;
         self
     }
 
-    /// `fixed`: connections per address; `pooled`: the maximum.
-    pub fn connections(mut self, n: usize) -> Self {
-        self.config.connections = n;
-        self.config.max_connections = n;
-        self.config.min_connections = self.config.min_connections.min(n);
+    /// A connect type with its settings at their defaults (see
+    /// [`connect`](Self::connect) to choose them).
+    pub fn connect_type(mut self, connect_type: ConnectType) -> Self {
+        self.config.connect = Connect::defaults_for(connect_type);
         self
     }
 
@@ -469,13 +470,6 @@ impl ClientBuilder {
         self.config
             .idempotent_methods
             .push(format!("{service}.{method}"));
-        self
-    }
-
-    /// `fixed`: how many calls made together share one connection's write
-    /// before calls move on to the next connection (1 = strict round-robin).
-    pub fn coalesce_calls(mut self, n: usize) -> Self {
-        self.config.coalesce_calls = n;
         self
     }
 

@@ -8,14 +8,11 @@
 //! # service = "BenchmarkService" # with a registry: watch only this service
 //! balancer = "random"           # random | round_robin | consistent_hash | least_active
 //! down_backoff_ms = 1000        # a failing server is avoided this long (doubling, up to 16×)
-//! connect_type = "fixed"        # reused | pooled | fixed
-//! connections = 2               # fixed: connections per address
-//! coalesce_calls = 16           # fixed: calls made together sharing one write (1 = strict round-robin)
-//! min_connections = 2           # pooled: kept open
-//! max_connections = 10          # pooled: upper bound
-//! pool_hold = "write"           # pooled: hold a connection for the write | until the response
-//! pool_idle_timeout_ms = 60000  # pooled: idle connections above min are closed after this
-//! lazy_connect = false
+//! # How connections are held: the connect type and its own settings (see `Connect`).
+//! connect = { type = "fixed", connections = 2, coalesce_calls = 16 }
+//! # connect = { type = "pooled", min_connections = 2, max_connections = 10, hold = "write", idle_timeout_ms = 60000 }
+//! # connect = { type = "reused" }
+//! lazy_connect = false          # fixed, pooled: connect on the first call
 //! write_mode = "async"          # sync | async
 //! serializer = "msgpack"        # msgpack | protobuf | json
 //! request_timeout_ms = 5000
@@ -33,12 +30,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rpc_core::{ConnectType, RpcError, SerializerKind, WriteMode};
+use rpc_core::{RpcError, SerializerKind, WriteMode};
 use rpc_registry::{RegistryUrl, DEFAULT_WEIGHT};
 use rpc_transport::TransportConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::balance::Balancer;
+use crate::connect::Connect;
 
 /// How long a pooled connection is held by one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -157,26 +155,8 @@ pub struct ClientConfig {
     /// failing (up to 16×); then one call probes it.
     #[serde(rename = "down_backoff_ms", with = "rpc_core::config::duration_ms")]
     pub down_backoff: Duration,
-    /// How connections are held.
-    pub connect_type: ConnectType,
-    /// `fixed`: connections per address (jkrpc default 2).
-    pub connections: usize,
-    /// `fixed`: calls made together (while a connection's next write is still
-    /// gathering) that share that write before calls move on to the next
-    /// connection; 1 picks strictly round-robin per call. Default 16.
-    pub coalesce_calls: usize,
-    /// `pooled`: connections kept open.
-    pub min_connections: usize,
-    /// `pooled`: most connections open at once.
-    pub max_connections: usize,
-    /// `pooled`: how long a call holds its connection.
-    pub pool_hold: PoolHold,
-    /// `pooled`: idle connections above `min_connections` are closed after this.
-    #[serde(
-        rename = "pool_idle_timeout_ms",
-        with = "rpc_core::config::duration_ms"
-    )]
-    pub pool_idle_timeout: Duration,
+    /// How connections are held: the connect type with its own settings.
+    pub connect: Connect,
     /// Do not connect until the first call (`fixed`, `pooled`).
     pub lazy_connect: bool,
     /// When a request counts as written.
@@ -219,13 +199,7 @@ impl Default for ClientConfig {
             registry: None,
             service: None,
             down_backoff: Duration::from_millis(1000),
-            connect_type: ConnectType::Fixed,
-            connections: 2,
-            coalesce_calls: 16,
-            min_connections: 2,
-            max_connections: 10,
-            pool_hold: PoolHold::Write,
-            pool_idle_timeout: Duration::from_secs(60),
+            connect: Connect::default(),
             lazy_connect: false,
             write_mode: WriteMode::Async,
             serializer: SerializerKind::MsgPack,
@@ -295,27 +269,7 @@ impl ClientConfig {
             ));
         }
         rpc_core::config::nonzero_ms("down_backoff_ms", self.down_backoff.as_millis() as u64)?;
-        if self.connections == 0 {
-            return Err(RpcError::config("connections", "must be at least 1"));
-        }
-        if self.coalesce_calls == 0 {
-            return Err(RpcError::config(
-                "coalesce_calls",
-                "must be at least 1 (1 = strict round-robin per call)",
-            ));
-        }
-        if self.max_connections == 0 {
-            return Err(RpcError::config("max_connections", "must be at least 1"));
-        }
-        if self.min_connections > self.max_connections {
-            return Err(RpcError::config(
-                "min_connections",
-                format!(
-                    "{} is more than max_connections ({})",
-                    self.min_connections, self.max_connections
-                ),
-            ));
-        }
+        self.connect.validate()?;
         rpc_core::config::nonzero_ms(
             "request_timeout_ms",
             self.request_timeout.as_millis() as u64,
@@ -354,6 +308,7 @@ impl ClientConfig {
 mod tests {
     use super::*;
     use rpc_core::config::{parse_str, ConfigFormat};
+    use rpc_core::ConnectType;
 
     #[test]
     fn defaults_are_jkrpcs() {
@@ -361,8 +316,8 @@ mod tests {
         assert_eq!(c.transport.connect_timeout, Duration::from_millis(500));
         assert_eq!(c.request_timeout, Duration::from_millis(5000));
         assert_eq!(c.max_try_count, 2);
-        assert_eq!(c.connect_type, ConnectType::Fixed);
-        assert_eq!(c.connections, 2);
+        assert_eq!(c.connect, Connect::fixed(2));
+        assert_eq!(c.connect.connect_type(), ConnectType::Fixed);
         assert!(!c.lazy_connect);
         c.validate().unwrap();
     }
@@ -370,12 +325,12 @@ mod tests {
     #[test]
     fn toml_and_yaml_use_the_same_keys() {
         let t: ClientConfig = parse_str(
-            "connect_type = \"pooled\"\nmax_connections = 4\nrequest_timeout_ms = 100\n[method_timeouts_ms]\n\"S.m\" = 7\n[transport]\nconnect_timeout_ms = 50\n",
+            "connect = { type = \"pooled\", max_connections = 4 }\nrequest_timeout_ms = 100\n[method_timeouts_ms]\n\"S.m\" = 7\n[transport]\nconnect_timeout_ms = 50\n",
             ConfigFormat::Toml,
         )
         .unwrap();
         let y: ClientConfig = parse_str(
-            "connect_type: pooled\nmax_connections: 4\nrequest_timeout_ms: 100\nmethod_timeouts_ms:\n  S.m: 7\ntransport:\n  connect_timeout_ms: 50\n",
+            "connect:\n  type: pooled\n  max_connections: 4\nrequest_timeout_ms: 100\nmethod_timeouts_ms:\n  S.m: 7\ntransport:\n  connect_timeout_ms: 50\n",
             ConfigFormat::Yaml,
         )
         .unwrap();
@@ -399,7 +354,7 @@ mod tests {
             .to_string()
             .contains("max_try_count"));
         let c = ClientConfig {
-            min_connections: 20,
+            connect: Connect::pooled(20, 10),
             ..ClientConfig::default()
         };
         assert!(c
@@ -504,10 +459,13 @@ mod tests {
             ),
             (
                 ClientConfig {
-                    coalesce_calls: 0,
+                    connect: Connect::Fixed {
+                        connections: 2,
+                        coalesce_calls: 0,
+                    },
                     ..ClientConfig::default()
                 },
-                "`coalesce_calls`",
+                "`connect.coalesce_calls`",
             ),
         ] {
             let err = config.validate().unwrap_err().to_string();

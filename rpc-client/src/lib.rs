@@ -3,8 +3,8 @@
 //! This crate owns the caller's side: the [`Client`] (config, per-call options,
 //! timeouts with precedence config < per-method < per-call, retries of transport
 //! failures under `max_try_count`, client interceptors) and the three ways of
-//! holding connections to a server address ([`connections`]): `reused`,
-//! `pooled` and `fixed`. With several servers — a static `addrs` list or a
+//! holding connections to a server address ([`connections`], chosen and sized
+//! by [`Connect`]): `reused`, `pooled` and `fixed`. With several servers — a static `addrs` list or a
 //! registry (`rpc-registry`) — the [`cluster`] keeps one endpoint per address,
 //! follows the registry live, marks failing servers down and hands each attempt
 //! to a [`balance`]r; a failed attempt is retried on another server.
@@ -15,13 +15,11 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rpc_core::RpcError> {
-//! use rpc_client::{CallOptions, Client};
-//! use rpc_core::ConnectType;
+//! use rpc_client::{CallOptions, Client, Connect};
 //!
 //! let client = Client::builder()
 //!     .addr("127.0.0.1:9000")
-//!     .connect_type(ConnectType::Fixed)
-//!     .connections(4)
+//!     .connect(Connect::fixed(4))
 //!     .build()
 //!     .await?;
 //! let greeting: String = client
@@ -34,6 +32,7 @@ pub mod balance;
 pub mod client;
 pub mod cluster;
 pub mod config;
+pub mod connect;
 pub mod connections;
 pub mod options;
 
@@ -41,4 +40,5 @@ pub use balance::Balancer;
 pub use client::{Client, ClientBuilder};
 pub use cluster::EndpointStats;
 pub use config::{ClientConfig, PoolHold, StaticAddr};
+pub use connect::Connect;
 pub use options::CallOptions;

@@ -10,7 +10,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::brisk::{Client as BriskClient, ClientConfig, ConnectType, SerializerKind, WriteMode};
+use ::brisk::{
+    Client as BriskClient, ClientConfig, Connect, ConnectType, SerializerKind, WriteMode,
+};
 use bytes::Bytes;
 
 use super::call::{CallError, ClientSetup, Reply};
@@ -207,22 +209,12 @@ pub fn client_config(
     };
     apply_target(&mut c, addr);
     let n = connections.max(1);
-    match options.connect {
-        ConnectKind::Reused => c.connect_type = ConnectType::Reused,
-        ConnectKind::Pooled => {
-            c.connect_type = ConnectType::Pooled;
-            c.max_connections = n;
-            c.min_connections = c.min_connections.min(n);
-        }
-        ConnectKind::Fixed => {
-            c.connect_type = ConnectType::Fixed;
-            c.connections = n;
-        }
-        ConnectKind::PerCall => {
-            c.connect_type = ConnectType::Fixed;
-            c.connections = 1;
-        }
-    }
+    c.connect = match options.connect {
+        ConnectKind::Reused => Connect::Reused,
+        ConnectKind::Pooled => Connect::sized(ConnectType::Pooled, n),
+        ConnectKind::Fixed => Connect::fixed(n),
+        ConnectKind::PerCall => Connect::fixed(1),
+    };
     c
 }
 
@@ -230,7 +222,7 @@ pub fn client_config(
 /// before a run starts.
 pub async fn probe(addr: &str, timeout: Duration) -> Result<(), ::brisk::RpcError> {
     let mut config = ClientConfig {
-        connections: 1,
+        connect: Connect::fixed(1),
         request_timeout: timeout,
         max_try_count: 1,
         ..ClientConfig::default()

@@ -63,8 +63,12 @@ pub struct FixedConnections {
 impl FixedConnections {
     /// Creates the slots and, unless `lazy_connect`, connects them all now (the
     /// first failure is returned: a server that cannot be reached is an error at start).
-    pub async fn new(config: &ClientConfig) -> Result<FixedConnections, RpcError> {
-        let slots: Vec<Slot> = (0..config.connections)
+    pub async fn new(
+        config: &ClientConfig,
+        connections: usize,
+        coalesce_calls: usize,
+    ) -> Result<FixedConnections, RpcError> {
+        let slots: Vec<Slot> = (0..connections)
             .map(|_| Slot::new(&config.addr, &config.transport))
             .collect();
         if !config.lazy_connect {
@@ -77,7 +81,7 @@ impl FixedConnections {
             next: AtomicUsize::new(0),
             current: AtomicUsize::new(0),
             broken: AtomicUsize::new(0),
-            batch_cap: config.coalesce_calls.max(1),
+            batch_cap: coalesce_calls.max(1),
         })
     }
 

@@ -18,14 +18,14 @@ mod slot;
 
 use std::sync::Arc;
 
-use rpc_core::{ConnectType, RpcError};
+use rpc_core::RpcError;
 use rpc_transport::Connection;
 
 pub use fixed::FixedConnections;
 pub use pooled::{PooledConnections, PooledLease};
 pub use reused::ReusedConnection;
 
-use crate::ClientConfig;
+use crate::{ClientConfig, Connect};
 
 /// A connection handed to one call.
 pub enum Lease {
@@ -53,12 +53,25 @@ pub enum Connections {
 }
 
 impl Connections {
-    /// Sets up connections per `config.connect_type` (connecting now unless `lazy_connect`).
+    /// Sets up connections per `config.connect` (connecting now unless `lazy_connect`).
     pub async fn new(config: &ClientConfig) -> Result<Connections, RpcError> {
-        Ok(match config.connect_type {
-            ConnectType::Reused => Connections::Reused(ReusedConnection::get(config).await?),
-            ConnectType::Pooled => Connections::Pooled(PooledConnections::new(config).await?),
-            ConnectType::Fixed => Connections::Fixed(FixedConnections::new(config).await?),
+        Ok(match &config.connect {
+            Connect::Reused => Connections::Reused(ReusedConnection::get(config).await?),
+            Connect::Pooled {
+                min_connections,
+                max_connections,
+                idle_timeout,
+                ..
+            } => Connections::Pooled(
+                PooledConnections::new(config, *min_connections, *max_connections, *idle_timeout)
+                    .await?,
+            ),
+            Connect::Fixed {
+                connections,
+                coalesce_calls,
+            } => Connections::Fixed(
+                FixedConnections::new(config, *connections, *coalesce_calls).await?,
+            ),
         })
     }
 

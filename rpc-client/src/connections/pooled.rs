@@ -64,20 +64,25 @@ pub struct PooledConnections {
 }
 
 impl PooledConnections {
-    /// Creates the pool, opening `min_connections` now unless `lazy_connect`.
-    pub async fn new(config: &ClientConfig) -> Result<PooledConnections, RpcError> {
+    /// Creates the pool, opening `min` connections now unless `lazy_connect`.
+    pub async fn new(
+        config: &ClientConfig,
+        min: usize,
+        max: usize,
+        idle_timeout: Duration,
+    ) -> Result<PooledConnections, RpcError> {
         let inner = Arc::new(PoolInner {
             addr: config.addr.clone(),
             transport: config.transport.clone(),
-            min: config.min_connections,
-            max: config.max_connections,
-            idle_timeout: config.pool_idle_timeout,
+            min,
+            max,
+            idle_timeout,
             idle: Mutex::new(Vec::new()),
-            permits: Arc::new(Semaphore::new(config.max_connections)),
+            permits: Arc::new(Semaphore::new(max)),
             closed: AtomicBool::new(false),
         });
         if !config.lazy_connect {
-            for _ in 0..config.min_connections {
+            for _ in 0..min {
                 let conn = connect(&inner.addr, &inner.transport).await?;
                 inner.idle.lock().push(Idle {
                     conn,
@@ -85,7 +90,7 @@ impl PooledConnections {
                 });
             }
         }
-        spawn_sweeper(Arc::downgrade(&inner), config.pool_idle_timeout);
+        spawn_sweeper(Arc::downgrade(&inner), idle_timeout);
         Ok(PooledConnections { inner })
     }
 
