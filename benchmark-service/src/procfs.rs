@@ -57,8 +57,10 @@ mod tests {
                 .ok()
                 .map(|s| cpu_ticks(&s))
         };
+        // Fields 1–21 as the kernel prints them, then starttime … cnswap (22–36), the ones
+        // every kernel since 2.1 has.
         let stat = "1234 (my (odd) prog) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 1 0 \
-                    100 200 300 400 500 600 700 800 900 1000 1100 1200 1300 1400 1500";
+                    100 200 300 400 500 600 700 800 900 1000 1100 1200 1300 1400 1500 1600";
         assert_eq!(parse_stat_cpu_ticks(stat), Some(300));
         assert_eq!(parse_stat_cpu_ticks("garbage"), None);
     }

@@ -15,7 +15,7 @@
 //!   [`parse_listening_line`], [`wait_for_listening`]) — followed by `LISTENING_HTTP <ip:port>`
 //!   when `--http-addr` is set ([`LISTENING_HTTP_PREFIX`], [`wait_for_listening_all`]) — and,
 //!   with `--exit-on-stdin-eof`, dies with its parent because its stdin pipe reaches EOF;
-//! * tests and benches start it in-process with [`start`] (or [`serve_until`]).
+//! * tests and benches start it in-process with [`start`](fn@start) (or [`serve_until`]).
 //!
 //! # Configuration
 //!
@@ -39,7 +39,7 @@
 //! # Modules
 //!
 //! * `args` — [`ServerArgs`] and the [`ServerConfig`] / store configuration they build;
-//! * `start` — [`start`] / [`start_peer`] on the caller's runtime;
+//! * `start` — [`start`](fn@start) / [`start_peer`] on the caller's runtime;
 //! * `serve` — [`run`] and [`serve_until`]: print, wait, shut down, report;
 //! * `shutdown` — [`ShutdownCause`], the signals, the shutdown report;
 //! * `listening` — the `LISTENING` lines and the parent's reading of them;
@@ -49,6 +49,7 @@
 //! on them, `serve` on all of them. The public paths are this module's re-exports.
 //!
 //! [`ServerConfig`]: brisk::ServerConfig
+//! [`MessageStore`]: crate::store::MessageStore
 
 mod args;
 mod error;

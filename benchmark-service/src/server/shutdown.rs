@@ -10,7 +10,7 @@ use brisk::server::stats::StatsSnapshot;
 use brisk::server::{ShutdownReport, StopSignal, StopSignals};
 use tracing::warn;
 
-/// What ended a [`serve_until`] run.
+/// What ended a [`serve_until`](super::serve_until) run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShutdownCause {
     /// SIGINT / Ctrl-C.
@@ -59,10 +59,10 @@ pub(super) fn shutdown_text(
     )
 }
 
-/// What [`run`] stops on: SIGINT or SIGTERM (brisk's [`StopSignals`], the same handlers
-/// `ServerHandle::shutdown_on_signals` uses), registered up front so that a signal arriving
-/// right after the `LISTENING` line is already handled gracefully, and optionally the end of
-/// stdin.
+/// What [`run`](super::run) stops on: SIGINT or SIGTERM (brisk's [`StopSignals`], the same
+/// handlers `ServerHandle::shutdown_on_signals` uses), registered up front so that a signal
+/// arriving right after the `LISTENING` line is already handled gracefully, and optionally the
+/// end of stdin.
 pub(super) struct ShutdownSignals {
     signals: StopSignals,
     stdin_eof: Option<tokio::sync::oneshot::Receiver<()>>,

@@ -31,8 +31,8 @@ pub struct StartedServer {
     pub store_description: String,
     /// Directory of `messages.json`.
     pub data_dir: PathBuf,
-    /// The I/O threads asked for. [`start`] runs on the caller's runtime; only [`run`] builds
-    /// a runtime with this many workers.
+    /// The I/O threads asked for. [`start`] runs on the caller's runtime; only
+    /// [`run`](super::run) builds a runtime with this many workers.
     pub io_threads: usize,
 }
 
