@@ -7,10 +7,12 @@
 //! the same store); the one load engine and the runner ([`runner`]); and the
 //! measurement side ([`report`]: latency recording, medians of rounds, verdicts,
 //! jkbenchmark's buckets, the Dubbo report, JSON, CSV, SVG and HTML output;
-//! [`procfs`] and [`sockstat`]: CPU and TCP segments per call). It must not reach into
-//! brisk's internals: it uses brisk through the public facade, like any user. The
-//! peers are dependencies of this crate only, so none reaches a user of `brisk`.
+//! [`procfs`] and [`sockstat`]: CPU and TCP segments per call; [`host`]: the machine's CPU
+//! count). It must not reach into brisk's internals: it uses brisk through the public
+//! facade, like any user. The peers are dependencies of this crate only, so none reaches
+//! a user of `brisk`.
 
+pub mod host;
 pub mod players;
 pub mod procfs;
 pub mod report;
