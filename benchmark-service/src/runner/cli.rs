@@ -126,7 +126,7 @@ pub struct ClientArgs {
     pub preset: Option<Preset>,
 
     /// A preset of your own: a TOML file in the format of benchmark-service/presets/*.toml (a
-    /// title and a [settings] table); results go to bench-results/<file stem>/
+    /// title and a `[settings]` table); results go to `bench-results/<file stem>/`
     #[arg(long, value_name = "PATH", conflicts_with = "preset")]
     pub preset_file: Option<PathBuf>,
 
