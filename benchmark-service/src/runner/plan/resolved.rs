@@ -1,14 +1,13 @@
-//! [`Plan`]: a fully resolved run — every dimension a non-empty list — and the checks that make
-//! it runnable. A `Plan` is only made by [`Settings::resolve`](super::Settings::resolve), which
-//! calls [`Plan::validate`]; the cross product (`cross_product`) and the
-//! chart choices (`charts`) are read off it.
+//! [`Plan`]: a fully resolved run — every dimension a non-empty list of checked values. A `Plan`
+//! is only made by [`Settings::resolve`](super::Settings::resolve), which checks it; the cross
+//! product (`cross_product`) and the chart choices (`charts`) are read off it.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
 
-use super::{join, CallMode, ConnectKind, LoadShape, Player, Scenario};
+use super::{CallMode, ConnectKind, LoadShape, Player, Scenario};
 
 /// A fully resolved run: every dimension has at least one value.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,57 +70,6 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Rejects values no run can use (zero counts, no scene at all, payloads over 64 MiB);
-    /// the messages name the command-line flag.
-    pub(super) fn validate(&self) -> Result<(), String> {
-        if self.concurrency.contains(&0) {
-            return Err("--concurrency values must be at least 1".into());
-        }
-        let all_requests = self
-            .requests
-            .iter()
-            .chain(self.requests_by_scenario.values().flatten());
-        for &r in all_requests {
-            if r == 0 {
-                return Err("--requests values must be at least 1".into());
-            }
-        }
-        if self.connections.contains(&0) {
-            return Err("--connections values must be at least 1".into());
-        }
-        if self.rounds == 0 {
-            return Err("--rounds must be at least 1".into());
-        }
-        if self.max_in_flight == Some(0) {
-            return Err("--max-in-flight must be at least 1".into());
-        }
-        if self.async_depth == 0 {
-            return Err("--async-depth must be at least 1".into());
-        }
-        if self.scenes().is_empty() {
-            return Err(format!(
-                "no scene to run: none of the players ({}) implements the scenarios ({}); raw \
-                 implements echo only",
-                join(&self.players),
-                join(&self.scenarios)
-            ));
-        }
-        if self.timeout.is_zero() {
-            return Err("--timeout-ms must be at least 1".into());
-        }
-        let config_payloads = self.configs.iter().flatten().map(|c| c.payload);
-        if self
-            .payloads
-            .iter()
-            .copied()
-            .chain(config_payloads)
-            .any(|p| p > 64 * 1024 * 1024)
-        {
-            return Err("--payload values must be at most 64 MiB".into());
-        }
-        Ok(())
-    }
-
     /// The requests list that applies to `scenario`.
     pub fn requests_for(&self, scenario: Scenario) -> &[u64] {
         self.requests_by_scenario

@@ -17,7 +17,7 @@ use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
 use serde::Deserialize;
 
 use super::file_values as file;
-use super::{CallMode, ConnectKind, LoadShape, Plan, Player, Scenario};
+use super::{join, CallMode, ConnectKind, LoadShape, Plan, Player, Scenario};
 
 /// One layer of settings; `None` means "this layer does not say".
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -172,7 +172,7 @@ impl Settings {
             x_by: self.x_by,
             http_load: self.http_load.unwrap_or(false),
         };
-        plan.validate()?;
+        check(&plan)?;
         Ok(plan)
     }
 }
@@ -185,3 +185,54 @@ pub const DEFAULT_WARMUP_TIME: Duration = Duration::from_millis(300);
 
 /// Calls each async caller keeps in flight unless `--async-depth` says otherwise.
 pub const DEFAULT_ASYNC_DEPTH: usize = 8;
+
+/// Rejects values no run can use (zero counts, no scene at all, payloads over 64 MiB);
+/// the messages name the command-line flag.
+fn check(plan: &Plan) -> Result<(), String> {
+    if plan.concurrency.contains(&0) {
+        return Err("--concurrency values must be at least 1".into());
+    }
+    let all_requests = plan
+        .requests
+        .iter()
+        .chain(plan.requests_by_scenario.values().flatten());
+    for &r in all_requests {
+        if r == 0 {
+            return Err("--requests values must be at least 1".into());
+        }
+    }
+    if plan.connections.contains(&0) {
+        return Err("--connections values must be at least 1".into());
+    }
+    if plan.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    if plan.max_in_flight == Some(0) {
+        return Err("--max-in-flight must be at least 1".into());
+    }
+    if plan.async_depth == 0 {
+        return Err("--async-depth must be at least 1".into());
+    }
+    if plan.scenes().is_empty() {
+        return Err(format!(
+            "no scene to run: none of the players ({}) implements the scenarios ({}); raw \
+             implements echo only",
+            join(&plan.players),
+            join(&plan.scenarios)
+        ));
+    }
+    if plan.timeout.is_zero() {
+        return Err("--timeout-ms must be at least 1".into());
+    }
+    let config_payloads = plan.configs.iter().flatten().map(|c| c.payload);
+    if plan
+        .payloads
+        .iter()
+        .copied()
+        .chain(config_payloads)
+        .any(|p| p > 64 * 1024 * 1024)
+    {
+        return Err("--payload values must be at most 64 MiB".into());
+    }
+    Ok(())
+}
