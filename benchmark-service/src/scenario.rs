@@ -2,13 +2,36 @@
 //! player implements and every scene names. It lives on its own so that the players, the plan
 //! and the reports can all name it without depending on each other.
 
-use std::fmt;
-use std::str::FromStr;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 /// A benchmark service method (jkbenchmark's "action").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Its names (`nth`, `cache`, `file`, `db`, `echo`; `nothing` for `nth`) come from the derives:
+/// [`Display`](std::fmt::Display) and [`name`](Self::name) print them, [`FromStr`](std::str::FromStr)
+/// reads them in any ASCII case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(
+    serialize_all = "lowercase",
+    ascii_case_insensitive,
+    parse_err_ty = String,
+    parse_err_fn = unknown_scenario
+)]
 pub enum Scenario {
     /// `do_nothing`.
+    #[strum(to_string = "nth", serialize = "nothing")]
     Nth,
     /// `get_message_from_cache`.
     Cache,
@@ -18,6 +41,13 @@ pub enum Scenario {
     Db,
     /// `echo` with `payload` bytes.
     Echo,
+}
+
+fn unknown_scenario(s: &str) -> String {
+    format!(
+        "unknown scenario `{s}` (expected one of: {})",
+        Scenario::VARIANTS.join(", ")
+    )
 }
 
 impl Scenario {
@@ -32,34 +62,6 @@ impl Scenario {
 
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
-        match self {
-            Scenario::Nth => "nth",
-            Scenario::Cache => "cache",
-            Scenario::File => "file",
-            Scenario::Db => "db",
-            Scenario::Echo => "echo",
-        }
-    }
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "nth" | "nothing" => Ok(Scenario::Nth),
-            "cache" => Ok(Scenario::Cache),
-            "file" => Ok(Scenario::File),
-            "db" => Ok(Scenario::Db),
-            "echo" => Ok(Scenario::Echo),
-            other => Err(format!(
-                "unknown scenario `{other}` (expected nth, cache, file, db or echo)"
-            )),
-        }
+        self.into()
     }
 }

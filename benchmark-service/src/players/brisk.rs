@@ -5,8 +5,6 @@
 //! `percall` (seed 001's `ab` without `-k`) is brisk-only: a fresh client and connection per
 //! call, closed after it.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +12,7 @@ use ::brisk::{
     Client as BriskClient, ClientConfig, Connect, ConnectType, SerializerKind, WriteMode,
 };
 use bytes::Bytes;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 use super::call::{CallError, ClientSetup, Reply};
 use crate::scenario::Scenario;
@@ -26,53 +25,48 @@ default, direct where a preset says), I/O threads = CPUs; max_try_count 1";
 
 /// How the client holds its connections: brisk's three connect types plus
 /// `percall`, a new connection for every call (the `ab` without `-k` case of seed 001).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Names: `reused` (or `single`), `pooled` (or `pool`), `fixed`, `percall` (or `per-call`,
+/// `short`), in any ASCII case.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantNames,
+)]
+#[strum(
+    serialize_all = "lowercase",
+    ascii_case_insensitive,
+    parse_err_ty = String,
+    parse_err_fn = unknown_connect_kind
+)]
 pub enum ConnectKind {
     /// One shared connection per address.
+    #[strum(to_string = "reused", serialize = "single")]
     Reused,
     /// An elastic pool of up to `connections`.
+    #[strum(to_string = "pooled", serialize = "pool")]
     Pooled,
     /// `connections` multiplexed connections, round-robin (calls made together share a write).
     Fixed,
     /// A fresh client and connection for each call, closed after it.
+    #[strum(to_string = "percall", serialize = "per-call", serialize = "short")]
     PerCall,
+}
+
+fn unknown_connect_kind(s: &str) -> String {
+    format!(
+        "unknown connect type `{s}` (expected one of: {})",
+        ConnectKind::VARIANTS.join(", ")
+    )
 }
 
 impl ConnectKind {
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
-        match self {
-            ConnectKind::Reused => "reused",
-            ConnectKind::Pooled => "pooled",
-            ConnectKind::Fixed => "fixed",
-            ConnectKind::PerCall => "percall",
-        }
+        self.into()
     }
 
     /// Whether the `connections` dimension means anything for this kind.
     pub fn uses_connection_count(self) -> bool {
         matches!(self, ConnectKind::Pooled | ConnectKind::Fixed)
-    }
-}
-
-impl fmt::Display for ConnectKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ConnectKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "reused" | "single" => Ok(ConnectKind::Reused),
-            "pooled" | "pool" => Ok(ConnectKind::Pooled),
-            "fixed" => Ok(ConnectKind::Fixed),
-            "percall" | "per-call" | "short" => Ok(ConnectKind::PerCall),
-            other => Err(format!(
-                "unknown connect type `{other}` (expected reused, pooled, fixed or percall)"
-            )),
-        }
     }
 }
 

@@ -27,18 +27,36 @@ pub mod volo;
 #[cfg(test)]
 mod test_support;
 
-use std::fmt;
-use std::str::FromStr;
-
 use bytes::Bytes;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 pub use call::{CallError, ClientSetup, Reply};
 
 use crate::scenario::Scenario;
 use crate::store::MessageStore;
 
-/// A framework under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A framework under test; its names (`brisk`, `tarpc`, `tonic`, `volo`, `raw`) come from the
+/// derives and parse in any ASCII case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Display,
+    EnumString,
+    IntoStaticStr,
+    VariantNames,
+)]
+#[strum(
+    serialize_all = "lowercase",
+    ascii_case_insensitive,
+    parse_err_ty = String,
+    parse_err_fn = unknown_player
+)]
 pub enum Player {
     /// brisk itself, with the scene's connect type, write mode, serializer and dispatch.
     Brisk,
@@ -64,13 +82,7 @@ impl Player {
 
     /// The name on the command line, in scene names and in every report.
     pub fn name(self) -> &'static str {
-        match self {
-            Player::Brisk => "brisk",
-            Player::Tarpc => "tarpc",
-            Player::Tonic => "tonic",
-            Player::Volo => "volo",
-            Player::Raw => "raw",
-        }
+        self.into()
     }
 
     /// Whether the player implements `scenario` (`raw` is an echo only).
@@ -110,23 +122,11 @@ impl Player {
     }
 }
 
-impl fmt::Display for Player {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Player {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let t = s.trim().to_ascii_lowercase();
-        Player::ALL
-            .into_iter()
-            .find(|p| p.name() == t)
-            .ok_or_else(|| {
-                format!("unknown player `{s}` (expected brisk, tarpc, tonic, volo or raw)")
-            })
-    }
+fn unknown_player(s: &str) -> String {
+    format!(
+        "unknown player `{s}` (expected one of: {})",
+        Player::VARIANTS.join(", ")
+    )
 }
 
 /// A connected client of one player, shared (cloned) by every caller of a scene.

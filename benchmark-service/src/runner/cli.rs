@@ -3,8 +3,10 @@
 //!
 //! Every matrix flag is an optional comma list: a flag that is not given leaves the
 //! preset's value (or the built-in default) in place, so `--preset connect-type
-//! --concurrency 50` changes only the concurrency. See [`plan`](super::plan) for the
-//! layering and the presets.
+//! --concurrency 50` changes only the concurrency. A preset is a settings file —
+//! `--preset NAME` one compiled in, `--preset-file PATH` one of the user's, in the same format —
+//! read once, before anything runs, so a bad file stops the run with exit code 2. See
+//! [`plan`](super::plan) for the layering and the file format.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -18,8 +20,8 @@ use crate::report::{ReportMeta, TestEnvironment};
 use crate::server::{self, ServerArgs};
 
 use super::plan::{
-    cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, Player, Preset, Scenario,
-    Settings,
+    cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, Player, Preset, PresetFile,
+    PresetFileError, Scenario, Settings,
 };
 use super::target::ServerSource;
 use super::{run, summary_table, write_results, OutFormat, RunOptions};
@@ -31,6 +33,11 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
             "`{s}` is not a number of seconds between 0 and 3600"
         )),
     }
+}
+
+/// A name read by `T`'s `FromStr`, surrounding spaces ignored (`--players "brisk, tonic"`).
+fn parse_name<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
+    s.trim().parse()
 }
 
 fn parse_write_mode(s: &str) -> Result<WriteMode, String> {
@@ -73,6 +80,10 @@ Presets (flags given beside a preset override it; results go to bench-results/<p
   keepalive      nth, a new connection per call vs persistent, c = 10, counted; then ab, ab -k and
                  wrk against the server's HTTP/JSON listener when installed (seed 001)
   smoke          every player and scenario, tiny counts, 1 round — an end-to-end check in seconds
+A preset is a TOML file (benchmark-service/presets/<name>.toml, compiled in); --preset-file PATH
+runs one of your own in the same format: a title and a [settings] table (players, scenarios,
+concurrency, payloads, call_modes, connect_types, configs, scene_secs, rounds, ...) whose values
+are spelled as on the command line; an unknown key is an error.
 
 Scenes are timed (--scene-secs after a warm-up; 0 = jkbenchmark's count mode with --requests),
 the scenes of one point are interleaved round by round (--rounds, default 3), and every figure is
@@ -111,13 +122,18 @@ pub struct ClientArgs {
     pub balancer: Option<brisk::client::Balancer>,
 
     /// Named set of defaults (see below)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = parse_name::<Preset>)]
     pub preset: Option<Preset>,
+
+    /// A preset of your own: a TOML file in the format of benchmark-service/presets/*.toml (a
+    /// title and a `[settings]` table); results go to `bench-results/<file stem>/`
+    #[arg(long, value_name = "PATH", conflicts_with = "preset")]
+    pub preset_file: Option<PathBuf>,
 
     /// Frameworks under test, interleaved round by round: brisk, tarpc, tonic, volo, raw (echo
     /// only) [default: brisk; jkrpc-matrix: brisk,tarpc,tonic,volo; peers, payload-sweep,
     /// dubbo-report, smoke: all five]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<Player>)]
     pub players: Option<Vec<Player>>,
 
     /// Measured window per scene and round, in seconds (after the warm-up); 0 selects
@@ -141,7 +157,7 @@ pub struct ClientArgs {
     pub configs: Option<Vec<LoadShape>>,
 
     /// Scenarios: nth,cache,file,db,echo [default: nth]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<Scenario>)]
     pub scenario: Option<Vec<Scenario>>,
 
     /// Concurrent callers [default: 20]
@@ -154,11 +170,11 @@ pub struct ClientArgs {
     pub requests: Option<Vec<u64>>,
 
     /// Call modes: sync (wait for each response), async (fire, record completions) [default: sync]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<CallMode>)]
     pub call_mode: Option<Vec<CallMode>>,
 
     /// Connect types: reused, pooled, fixed, percall (a new connection per call) [default: fixed]
-    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<ConnectKind>)]
     pub connect_type: Option<Vec<ConnectKind>>,
 
     /// Connections (fixed: count, pooled: maximum) [default: 10]
@@ -307,10 +323,19 @@ impl ClientArgs {
         }
     }
 
+    /// The preset the run starts from: `--preset`'s compiled-in file, `--preset-file`'s file,
+    /// or an empty one (no settings, the plain title).
+    pub fn preset_file(&self) -> Result<PresetFile, PresetFileError> {
+        match (&self.preset_file, self.preset) {
+            (Some(path), _) => PresetFile::load(path),
+            (None, Some(preset)) => Ok(preset.file()),
+            (None, None) => Ok(PresetFile::default()),
+        }
+    }
+
     /// The flags layered over the preset (if any).
-    pub fn layered_settings(&self) -> Settings {
-        let preset = self.preset.map(Preset::settings).unwrap_or_default();
-        self.settings().over(preset)
+    pub fn layered_settings(&self) -> Result<Settings, PresetFileError> {
+        Ok(self.settings().over(self.preset_file()?.settings))
     }
 
     /// Settings of a server the client starts (besides address, dispatch and queue).
@@ -329,15 +354,20 @@ impl ClientArgs {
         }
     }
 
-    /// Where results are written: `--out`, else `bench-results/<preset>` for a preset.
+    /// Where results are written: `--out`, else `bench-results/<preset>` for a preset (the
+    /// file's stem for `--preset-file`).
     pub fn out_dir(&self) -> Option<PathBuf> {
         if self.no_out {
             return None;
         }
-        self.out.clone().or_else(|| {
-            self.preset
-                .map(|p| PathBuf::from("bench-results").join(p.name()))
-        })
+        let preset_name = match (&self.preset_file, self.preset) {
+            (Some(path), _) => path.file_stem().map(PathBuf::from),
+            (None, Some(p)) => Some(PathBuf::from(p.name())),
+            (None, None) => None,
+        };
+        self.out
+            .clone()
+            .or_else(|| preset_name.map(|name| PathBuf::from("bench-results").join(name)))
     }
 }
 
@@ -346,7 +376,15 @@ impl ClientArgs {
 /// cannot be started or reached, a scene could not run, or files could not be written;
 /// 2 for invalid settings.
 pub fn main(args: ClientArgs) -> ExitCode {
-    let plan = match args.layered_settings().resolve() {
+    let preset = match args.preset_file() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let title = preset.title;
+    let plan = match args.settings().over(preset.settings).resolve() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -384,10 +422,6 @@ pub fn main(args: ClientArgs) -> ExitCode {
         }
     };
 
-    let title = args
-        .preset
-        .map(|p| p.title().to_owned())
-        .unwrap_or_else(|| "brisk benchmark".to_owned());
     let scene_count = plan.scenes().len();
     let env = TestEnvironment::detect();
     println!("{title}");
@@ -522,72 +556,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_parse_as_comma_lists_and_layer_over_presets() {
-        let args = ClientArgs::try_parse_from([
-            "benchmark_client",
-            "--preset",
-            "queue",
-            "--concurrency",
-            "5,10",
-            "--requests",
-            "2k",
-            "--write-mode",
-            "sync,async",
-            "--payload",
-            "1k,2048",
-            "--pause-ms",
-            "0",
-        ])
-        .unwrap();
-        let plan = args.layered_settings().resolve().unwrap();
-        assert_eq!(plan.concurrency, vec![5, 10]);
-        assert_eq!(plan.requests, vec![2000]);
-        assert_eq!(plan.write_modes, vec![WriteMode::Sync, WriteMode::Async]);
-        assert_eq!(plan.payloads, vec![1024, 2048]);
-        assert_eq!(plan.pause, Duration::ZERO);
-        // from the preset
-        assert_eq!(plan.queues, vec![QueueKind::Blocking, QueueKind::Transfer]);
-        assert_eq!(plan.call_modes, vec![CallMode::Async]);
-        assert_eq!(args.out_dir(), Some(PathBuf::from("bench-results/queue")));
-        // 2 queues × 2 write modes × 2 concurrencies
-        assert_eq!(plan.scenes().len(), 8);
-    }
-
-    #[test]
-    fn bad_flag_values_are_clap_errors() {
-        for bad in [
-            ["--scenario", "nope"],
-            ["--write-mode", "later"],
-            ["--payload", "1q"],
-            ["--preset", "fast"],
-            ["--connect-type", "x"],
-        ] {
-            let args = std::iter::once("benchmark_client").chain(bad);
-            assert!(ClientArgs::try_parse_from(args).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn no_out_wins_and_plain_runs_print_only() {
-        let a = ClientArgs::try_parse_from(["b", "--preset", "smoke", "--no-out"]).unwrap();
-        assert_eq!(a.out_dir(), None);
-        let b = ClientArgs::try_parse_from(["b"]).unwrap();
-        assert_eq!(b.out_dir(), None);
-        let c = ClientArgs::try_parse_from(["b", "--out", "x"]).unwrap();
-        assert_eq!(c.out_dir(), Some(PathBuf::from("x")));
-    }
-
-    #[test]
-    fn server_flags_reach_the_server_args() {
-        let a = ClientArgs::try_parse_from(["b", "--max-threads", "16", "--db", "sqlite::memory:"])
-            .unwrap();
-        let s = a.server_base();
-        assert_eq!(s.max_threads, Some(16));
-        assert_eq!(s.db.as_deref(), Some("sqlite::memory:"));
-        assert_eq!(s.addr, None);
-    }
-}
+mod tests;

@@ -1,0 +1,86 @@
+//! What the charts of a run show when the settings do not say: the option a chart compares
+//! ([`Plan::chart_compare_by`]) and its x axis ([`Plan::chart_x_by`]), both read off the
+//! plan's scenes so that a preset needs no chart settings unless it wants an unusual view.
+
+use super::{dedup, Plan, Player, Scenario, Scene};
+
+impl Plan {
+    /// The option the charts compare: `compare_by` if set; else `player` when several players
+    /// run, joined by `+` with the first of connect_type, dispatch, queue, write_mode,
+    /// serializer, connections that takes more than one value among brisk's scenes; else that
+    /// option alone; else `call_mode`.
+    pub fn chart_compare_by(&self) -> String {
+        if let Some(c) = &self.compare_by {
+            return c.clone();
+        }
+        let scenes = self.scenes();
+        let distinct = |f: SceneKey| {
+            let mut v: Vec<String> = scenes.iter().map(f).collect();
+            v.sort();
+            v.dedup();
+            v.len()
+        };
+        let brisk: Vec<Scene> = scenes
+            .iter()
+            .filter(|s| s.player == Player::Brisk)
+            .cloned()
+            .collect();
+        let distinct_brisk = |f: SceneKey| {
+            let mut v: Vec<String> = brisk.iter().map(f).collect();
+            v.sort();
+            v.dedup();
+            v.len()
+        };
+        let candidates: [(&str, SceneKey); 6] = [
+            ("connect_type", |s| s.connect.to_string()),
+            ("dispatch", |s| {
+                s.server.map(|c| c.dispatch.to_string()).unwrap_or_default()
+            }),
+            ("queue", |s| {
+                s.server.map(|c| c.queue_name()).unwrap_or_default()
+            }),
+            ("write_mode", |s| s.write_mode.to_string()),
+            ("serializer", |s| s.serializer.to_string()),
+            ("connections", |s| s.connections.to_string()),
+        ];
+        let setting = candidates
+            .iter()
+            .find(|(_, f)| distinct_brisk(*f) > 1)
+            .map(|(name, _)| *name);
+        let players = distinct(|s| s.player.to_string()) > 1;
+        match (players, setting) {
+            (true, Some(setting)) => format!("player+{setting}"),
+            (true, None) => "player".to_owned(),
+            (false, Some(setting)) => setting.to_owned(),
+            (false, None) => "call_mode".to_owned(),
+        }
+    }
+
+    /// The charts' x axis: `x_by` if set, else `payload` when several payloads are swept at
+    /// a single concurrency, else `concurrency`.
+    pub fn chart_x_by(&self) -> String {
+        if let Some(x) = &self.x_by {
+            return x.clone();
+        }
+        let echo = self.scenarios.contains(&Scenario::Echo);
+        if let Some(configs) = &self.configs {
+            let payloads = dedup(configs.iter().map(|c| c.payload).collect());
+            return if echo && payloads.len() == configs.len() {
+                "payload".to_owned()
+            } else {
+                "concurrency".to_owned()
+            };
+        }
+        if echo
+            && dedup(self.payloads.clone()).len() > 1
+            && dedup(self.concurrency.clone()).len() == 1
+        {
+            "payload".to_owned()
+        } else {
+            "concurrency".to_owned()
+        }
+    }
+}
+
+/// One option of a scene as text.
+type SceneKey = fn(&Scene) -> String;

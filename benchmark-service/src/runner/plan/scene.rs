@@ -1,0 +1,113 @@
+//! [`Scene`]: one point of the cross product, and the server it runs against
+//! ([`ServerChoice`], [`ServerKey`]). A scene is plain data; its names
+//! ([`Scene::name`], [`Scene::label`]) are what every report prints, so they keep
+//! jkbenchmark's spelling.
+
+use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+
+use super::{CallMode, ConnectKind, Player, Scenario};
+
+/// The server side of a scene group: one server per (dispatch, queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerChoice {
+    /// Dispatch policy.
+    pub dispatch: Dispatch,
+    /// Worker-pool queue (meaningless, and `None`, for `direct`).
+    pub queue: Option<QueueKind>,
+}
+
+impl ServerChoice {
+    /// The queue's name, or an empty string for direct dispatch.
+    pub fn queue_name(&self) -> String {
+        self.queue.map(|q| q.to_string()).unwrap_or_default()
+    }
+}
+
+/// One point of the cross product.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scene {
+    /// The framework under test.
+    pub player: Player,
+    /// Service method.
+    pub scenario: Scenario,
+    /// Concurrent callers.
+    pub concurrency: u32,
+    /// Requests in a round (count mode; 0 in time mode, where the window decides).
+    pub requests: u64,
+    /// Call mode.
+    pub call_mode: CallMode,
+    /// Connect type (brisk; peers report `fixed`: their own connections, as many as
+    /// `connections`).
+    pub connect: ConnectKind,
+    /// Connections (1 for reused and percall).
+    pub connections: u32,
+    /// Write mode (brisk only).
+    pub write_mode: WriteMode,
+    /// Serializer (brisk only).
+    pub serializer: SerializerKind,
+    /// Echo payload bytes (0 for other scenarios).
+    pub payload: u64,
+    /// The brisk server this scene runs against (`None` for the peers, which have one server
+    /// each).
+    pub server: Option<ServerChoice>,
+}
+
+/// The server a scene runs against: a player, and for brisk its dispatch × queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerKey {
+    /// The framework.
+    pub player: Player,
+    /// brisk's dispatch × queue (`None` for the peers).
+    pub choice: Option<ServerChoice>,
+}
+
+impl Scene {
+    /// The server this scene runs against.
+    pub fn server_key(&self) -> ServerKey {
+        ServerKey {
+            player: self.player,
+            choice: self.server,
+        }
+    }
+
+    /// jkbenchmark's scene name, `<player>-<action>-c<conc>-n<requests>-<sync|async>`, with
+    /// `requests` the calls of the round (in time mode: those the window measured).
+    pub fn name(&self, requests: u64) -> String {
+        format!(
+            "{}-{}-c{}-n{}-{}",
+            self.player, self.scenario, self.concurrency, requests, self.call_mode
+        )
+    }
+
+    /// The options that tell this scene apart from the others of its run, in brackets.
+    pub fn options(&self) -> String {
+        let mut s = String::from("[");
+        match self.server {
+            Some(server) => {
+                s.push_str(&format!("{}", self.connect));
+                if self.connect.uses_connection_count() {
+                    s.push_str(&format!("/{}", self.connections));
+                }
+                s.push_str(&format!(
+                    ", write {}, {}, {}",
+                    self.write_mode, self.serializer, server.dispatch
+                ));
+                if let Some(q) = server.queue {
+                    s.push_str(&format!("/{q}"));
+                }
+            }
+            None => s.push_str(&format!("{} conn", self.connections)),
+        }
+        if self.scenario == Scenario::Echo {
+            s.push_str(&format!(", {} B", self.payload));
+        }
+        s.push(']');
+        s
+    }
+
+    /// [`name`](Self::name) with the scene's configured requests, then its
+    /// [`options`](Self::options).
+    pub fn label(&self) -> String {
+        format!("{} {}", self.name(self.requests), self.options())
+    }
+}

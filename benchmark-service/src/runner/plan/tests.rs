@@ -1,0 +1,245 @@
+//! The plan's behaviour: defaults, the cross product and how dimensions collapse, layering,
+//! count mode, the presets' chart choices, and bad values.
+
+use std::time::Duration;
+
+use brisk::{Dispatch, QueueKind, SerializerKind};
+
+use super::*;
+
+#[test]
+fn defaults_resolve_to_one_timed_scene() {
+    let plan = Settings::default().resolve().unwrap();
+    let scenes = plan.scenes();
+    assert_eq!(scenes.len(), 1);
+    assert_eq!(scenes[0].player, Player::Brisk);
+    assert_eq!(scenes[0].scenario, Scenario::Nth);
+    assert_eq!(scenes[0].connect, ConnectKind::Fixed);
+    assert_eq!(scenes[0].payload, 0);
+    assert_eq!(scenes[0].requests, 0, "time mode: the window decides");
+    assert_eq!(plan.scene_secs, Some(DEFAULT_SCENE));
+    assert_eq!(plan.rounds, 3);
+    assert_eq!(plan.pause, Duration::ZERO);
+    assert_eq!(plan.max_in_flight, None);
+    assert_eq!(scenes[0].name(20_000), "brisk-nth-c20-n20000-sync");
+}
+
+#[test]
+fn cross_product_collapses_dimensions_that_do_not_apply() {
+    let plan = Settings {
+        scenarios: Some(vec![Scenario::Nth, Scenario::Echo]),
+        payloads: Some(vec![1024, 2048]),
+        connect_types: Some(vec![ConnectKind::Reused, ConnectKind::Fixed]),
+        connections: Some(vec![1, 10]),
+        concurrency: Some(vec![1, 20]),
+        call_modes: Some(vec![CallMode::Sync, CallMode::Async]),
+        dispatches: Some(vec![Dispatch::Direct, Dispatch::Pool]),
+        queues: Some(vec![QueueKind::Blocking, QueueKind::Transfer]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    // servers: direct (once) + pool × 2 queues
+    assert_eq!(plan.servers().len(), 3);
+    // points: {nth: 1 payload, echo: 2} = 3 × 2 call modes × 2 concurrencies; per point:
+    // 3 servers × connect {reused: 1, fixed: 2 counts}
+    assert_eq!(plan.points().len(), 3 * 2 * 2);
+    assert!(plan.points().iter().all(|p| p.len() == 3 * 3));
+    assert_eq!(plan.scenes().len(), 3 * 3 * 3 * 2 * 2);
+    assert!(plan
+        .scenes()
+        .iter()
+        .all(|s| (s.scenario == Scenario::Echo) == (s.payload > 0)));
+    assert!(plan
+        .scenes()
+        .iter()
+        .filter(|s| s.connect == ConnectKind::Reused)
+        .all(|s| s.connections == 1));
+    // A point holds one scenario, call mode, concurrency and payload.
+    for point in plan.points() {
+        let first = &point[0];
+        assert!(point
+            .iter()
+            .all(|s| (s.scenario, s.call_mode, s.concurrency, s.payload)
+                == (
+                    first.scenario,
+                    first.call_mode,
+                    first.concurrency,
+                    first.payload
+                )));
+    }
+    // Concurrency is the innermost point dimension.
+    let p = plan.points();
+    assert_eq!((p[0][0].concurrency, p[1][0].concurrency), (1, 20));
+    assert_eq!(plan.server_keys().len(), 3);
+}
+
+#[test]
+fn players_join_every_point_they_implement_and_take_no_brisk_options() {
+    let plan = Settings {
+        players: Some(Player::ALL.to_vec()),
+        scenarios: Some(vec![Scenario::Nth, Scenario::Echo]),
+        serializers: Some(vec![SerializerKind::MsgPack, SerializerKind::Json]),
+        dispatches: Some(vec![Dispatch::Direct, Dispatch::Pool]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    let points = plan.points();
+    assert_eq!(points.len(), 2);
+    // nth: brisk × 2 dispatches × 2 serializers + tarpc, tonic, volo (raw: echo only)
+    assert_eq!(points[0].len(), 4 + 3);
+    assert!(points[0].iter().all(|s| s.player != Player::Raw));
+    // echo: the same plus raw
+    assert_eq!(points[1].len(), 4 + 4);
+    for s in points
+        .iter()
+        .flatten()
+        .filter(|s| s.player != Player::Brisk)
+    {
+        assert_eq!(s.server, None);
+        assert_eq!(s.connections, 10);
+    }
+    // One server per brisk dispatch, one per peer.
+    assert_eq!(plan.server_keys().len(), 2 + 4);
+    assert_eq!(plan.chart_compare_by(), "player+dispatch");
+    let raw_only = Settings {
+        players: Some(vec![Player::Raw]),
+        ..Settings::default()
+    };
+    let err = raw_only.resolve().unwrap_err();
+    assert!(err.contains("echo only"), "{err}");
+}
+
+#[test]
+fn configs_replace_connections_concurrency_and_payload() {
+    let plan = Settings::default()
+        .over(Preset::Peers.settings())
+        .resolve()
+        .unwrap();
+    let points = plan.points();
+    assert_eq!(points.len(), 4);
+    let shapes: Vec<(u32, u32, u64)> = points
+        .iter()
+        .map(|p| (p[0].connections, p[0].concurrency, p[0].payload))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (1, 1, 1024),
+            (1, 100, 1024),
+            (10, 100, 1024),
+            (1, 100, 10_240)
+        ]
+    );
+    // brisk direct + pool, tarpc, tonic, volo, raw
+    assert!(points.iter().all(|p| p.len() == 6));
+    assert_eq!(
+        "10:100:1k".parse::<LoadShape>().unwrap().label(),
+        "10:100:1024"
+    );
+    assert!("10:100".parse::<LoadShape>().is_err());
+    assert!("0:1:1".parse::<LoadShape>().is_err());
+}
+
+#[test]
+fn flags_override_a_preset_field_by_field() {
+    let cli = Settings {
+        concurrency: Some(vec![7]),
+        rounds: Some(5),
+        ..Settings::default()
+    };
+    let plan = cli.over(Preset::ConnectType.settings()).resolve().unwrap();
+    assert_eq!(plan.concurrency, vec![7]);
+    assert_eq!(plan.rounds, 5);
+    // untouched preset fields stay
+    assert_eq!(plan.connect_types.len(), 3);
+    assert_eq!(plan.call_modes, vec![CallMode::Async]);
+    assert_eq!(plan.scenes().len(), 3);
+    assert_eq!(plan.points().len(), 1, "the three connect types interleave");
+    assert_eq!(plan.chart_compare_by(), "connect_type");
+}
+
+#[test]
+fn count_mode_uses_requests_and_the_flag_hides_per_scenario_counts() {
+    let count = Settings {
+        scene_secs: Some(Duration::ZERO),
+        ..Settings::default()
+    };
+    let preset = Preset::JkrpcMatrix.settings();
+    let plan = count.clone().over(preset.clone()).resolve().unwrap();
+    assert_eq!(plan.scene_secs, None);
+    assert_eq!(plan.requests_for(Scenario::Db), &[5_000]);
+    assert_eq!(plan.requests_for(Scenario::Nth), &[20_000]);
+    assert!(plan.scenes().iter().any(|s| s.requests == 5_000));
+    let cli = Settings {
+        requests: Some(vec![123]),
+        ..count
+    };
+    let plan = cli.over(preset).resolve().unwrap();
+    assert_eq!(plan.requests_for(Scenario::Db), &[123]);
+    // 4 scenarios × 4 concurrencies × 2 modes, × brisk, tarpc, tonic, volo
+    assert_eq!(plan.points().len(), 4 * 4 * 2);
+    assert_eq!(plan.scenes().len(), 4 * 4 * 2 * 4);
+    assert_eq!(plan.chart_compare_by(), "player");
+}
+
+#[test]
+fn presets_resolve_and_pick_sensible_charts() {
+    for p in Preset::ALL {
+        let plan = p.settings().resolve().unwrap();
+        assert!(!plan.scenes().is_empty(), "{p}");
+        assert_eq!(p.name().parse::<Preset>().unwrap(), p);
+    }
+    let sweep = Preset::PayloadSweep.settings().resolve().unwrap();
+    assert_eq!(sweep.chart_x_by(), "payload");
+    assert_eq!(sweep.scenes().len(), 6 * 5);
+    assert_eq!(sweep.chart_compare_by(), "player");
+    let q = Preset::Queue.settings().resolve().unwrap();
+    assert_eq!(q.chart_compare_by(), "queue");
+    let w = Preset::WriteMode.settings().resolve().unwrap();
+    assert_eq!(w.chart_compare_by(), "write_mode");
+    let k = Preset::Keepalive.settings().resolve().unwrap();
+    assert_eq!(k.chart_compare_by(), "connect_type");
+    assert_eq!(
+        k.scene_secs, None,
+        "per-call connections are counted, not timed"
+    );
+    let smoke = Preset::Smoke.settings().resolve().unwrap();
+    let names: Vec<Scenario> = smoke.scenes().iter().map(|s| s.scenario).collect();
+    for s in Scenario::ALL {
+        assert!(names.contains(&s));
+    }
+    assert_eq!(smoke.rounds, 1);
+    assert_eq!(smoke.scene_secs, None);
+    let dubbo = Preset::DubboReport.settings().resolve().unwrap();
+    // brisk × 3 serializers + tarpc, tonic, volo, raw
+    assert_eq!(dubbo.scenes().len(), 3 + 4);
+    assert_eq!(dubbo.chart_compare_by(), "player+serializer");
+    // The main job: about ten minutes of measurement at most.
+    let main = Preset::JkrpcMatrix.settings().resolve().unwrap();
+    let window = main.scene_secs.unwrap() + main.warmup_time;
+    let secs = window.as_secs_f64() * main.scenes().len() as f64 * f64::from(main.rounds);
+    assert!(secs <= 10.0 * 60.0, "{secs} s");
+}
+
+#[test]
+fn bad_values_are_errors_not_panics() {
+    assert!("nope".parse::<Scenario>().is_err());
+    assert!("x".parse::<Preset>().is_err());
+    assert!(parse_bytes("12q").is_err());
+    assert_eq!(parse_bytes("1k").unwrap(), 1024);
+    assert_eq!(parse_bytes("100KiB").unwrap(), 102_400);
+    assert_eq!(parse_count("20k").unwrap(), 20_000);
+    assert!(parse_count("-1").is_err());
+    let zero = Settings {
+        concurrency: Some(vec![0]),
+        ..Settings::default()
+    };
+    assert!(zero.resolve().is_err());
+    let empty = Settings {
+        scenarios: Some(vec![]),
+        ..Settings::default()
+    };
+    assert!(empty.resolve().is_err());
+}
