@@ -5,15 +5,19 @@
 //! - the axes are chosen here, not by plotters: ~5 "nice" ticks (1, 2 or 5 × 10^k) covering
 //!   the data, y starting at 0 unless the data is negative, a lone value centred — so the
 //!   ticks, and the labels formatted from them, are the same whatever the backend's layout;
+//! - each series is exactly one `<polyline>` (empty if it has no drawable point) plus a
+//!   `<circle>` marker per point, and nothing else in the chart is a polyline (the axes and
+//!   tick marks are thin rects), so a reader of the SVG can count and find the series;
 //! - each series keeps its colour (Tableau 10, colour-blind friendly) in the line, its
-//!   point markers and its legend entry; the legend lists every series, even one without
-//!   a drawable point, in a panel right of the plot;
+//!   markers and its legend entry; the legend lists every series in a panel right of the
+//!   plot;
 //! - non-finite points are skipped and the rest drawn sorted by x; a chart with no point at
 //!   all still draws its axes, with a "no data" note; no `NaN` or `inf` reaches the SVG.
 
 use std::io;
 use std::ops::Range;
 
+use plotters::coord::cartesian::Cartesian2d;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
@@ -40,9 +44,11 @@ const WIDTH: u32 = 720;
 const HEIGHT: u32 = 420;
 /// Width of the legend panel at the right edge.
 const LEGEND_WIDTH: u32 = 160;
-/// Stroke width of a series line; nothing else in the chart is drawn this wide.
-pub(super) const SERIES_STROKE: u32 = 2;
+/// Stroke width of a series line.
+const SERIES_STROKE: u32 = 2;
 const MARKER_RADIUS: u32 = 3;
+/// Length of a tick mark outside the plot, in pixels.
+const TICK_LENGTH: i32 = 5;
 const AXIS_COLOUR: RGBColor = RGBColor(0x33, 0x33, 0x33);
 const GRID_COLOUR: RGBColor = RGBColor(0xe5, 0xe5, 0xe5);
 const NOTE_COLOUR: RGBColor = RGBColor(0x88, 0x88, 0x88);
@@ -212,7 +218,9 @@ pub fn svg_chart(
             .configure_mesh()
             .disable_x_mesh()
             .bold_line_style(GRID_COLOUR)
-            .axis_style(AXIS_COLOUR)
+            // plotters draws axes and tick marks as polylines; [`draw_axes`] draws them
+            // as rects instead, so the series lines stay the only polylines.
+            .axis_style(TRANSPARENT)
             .x_desc(x_label)
             .y_desc(y_label)
             .x_label_formatter(&x_tick_label)
@@ -222,15 +230,18 @@ pub fn svg_chart(
             .draw()
             .map_err(drawing_error)?;
 
+        draw_axes(&chart, &root, x_axis, y_axis)?;
         for (idx, (_, points)) in series.iter().enumerate() {
             let colour = PALETTE[idx % PALETTE.len()];
+            let line = colour.stroke_width(SERIES_STROKE);
+            chart
+                .draw_series(std::iter::once(PathElement::new(points.clone(), line)))
+                .map_err(drawing_error)?;
             chart
                 .draw_series(
-                    LineSeries::new(
-                        points.iter().copied(),
-                        colour.filled().stroke_width(SERIES_STROKE),
-                    )
-                    .point_size(MARKER_RADIUS),
+                    points
+                        .iter()
+                        .map(|p| Circle::new(*p, MARKER_RADIUS, colour.filled())),
                 )
                 .map_err(drawing_error)?;
         }
@@ -250,6 +261,35 @@ pub fn svg_chart(
         root.present().map_err(drawing_error)?;
     }
     Ok(svg)
+}
+
+/// The two axis lines and their tick marks, as thin filled rects at the plot's left and
+/// bottom edges.
+fn draw_axes(
+    chart: &ChartContext<'_, SVGBackend<'_>, Cartesian2d<TickedAxis, TickedAxis>>,
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    (x_lo, x_hi, x_step): (f64, f64, f64),
+    (y_lo, y_hi, y_step): (f64, f64, f64),
+) -> io::Result<()> {
+    let (left, bottom) = chart.backend_coord(&(x_lo, y_lo));
+    let (right, top) = chart.backend_coord(&(x_hi, y_hi));
+    let mut rects = vec![
+        [(left - 1, top), (left, bottom + 1)],
+        [(left - 1, bottom), (right + 1, bottom + 1)],
+    ];
+    for x in ticks(x_lo, x_hi, x_step) {
+        let (px, _) = chart.backend_coord(&(x, y_lo));
+        rects.push([(px, bottom), (px + 1, bottom + TICK_LENGTH)]);
+    }
+    for y in ticks(y_lo, y_hi, y_step) {
+        let (_, py) = chart.backend_coord(&(x_lo, y));
+        rects.push([(left - TICK_LENGTH, py), (left, py + 1)]);
+    }
+    for corners in rects {
+        root.draw(&Rectangle::new(corners, AXIS_COLOUR.filled()))
+            .map_err(drawing_error)?;
+    }
+    Ok(())
 }
 
 /// The legend panel: per series, top-down, a swatch and a marker in its colour and its name.
