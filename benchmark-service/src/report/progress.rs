@@ -15,8 +15,9 @@
 //!   flavour and, crucially, unaffected when the benchmark saturates the runtime's workers;
 //!   it is bounded (exactly one thread, no queue) and stops within one wake-up.
 //!
-//! The timestamp is **UTC**, derived from [`SystemTime`]: the local time zone is not
-//! available from std without a time-zone crate, and the benchmark crate adds none.
+//! The timestamp is **UTC**, derived from [`SystemTime`] through the `time` crate's
+//! calendar: the local time zone would need the system's time-zone database, and lines
+//! from different machines compare directly in UTC.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -24,42 +25,39 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use time::OffsetDateTime;
+
 /// The Dubbo test's progress interval.
 pub const DEFAULT_PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// `HH:MM:SS` of a wall-clock time, in UTC (times before the epoch print `00:00:00`).
 pub fn utc_hms(at: SystemTime) -> String {
-    let secs = at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let day = secs % 86_400;
-    format!("{:02}:{:02}:{:02}", day / 3600, (day % 3600) / 60, day % 60)
+    let t = utc(at);
+    format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second())
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC` of a wall-clock time (for report headers).
+/// `YYYY-MM-DD HH:MM:SS UTC` of a wall-clock time (for report headers; times before the
+/// epoch print the epoch).
 pub fn utc_datetime(at: SystemTime) -> String {
-    let secs = at
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    format!("{y:04}-{m:02}-{d:02} {} UTC", utc_hms(at))
+    let t = utc(at);
+    format!(
+        "{:04}-{:02}-{:02} {} UTC",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        utc_hms(at)
+    )
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day)
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+/// A wall-clock time as a UTC date and time, to the whole second. Times before the epoch,
+/// and times past what [`OffsetDateTime`] holds (year 9999), become the epoch: a progress
+/// line or a report header is never worth a panic.
+fn utc(at: SystemTime) -> OffsetDateTime {
+    at.duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_secs()).ok())
+        .and_then(|secs| OffsetDateTime::from_unix_timestamp(secs).ok())
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
 }
 
 /// One Dubbo-style progress line: `[HH:MM:SS] count: N, error: E, tps: T`
