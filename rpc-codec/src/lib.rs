@@ -39,6 +39,12 @@
 //! handed out as a [`bytes::Bytes`] slice of the read buffer: no copy. An
 //! [`OutFrame`] knows its exact encoded size up front, so the encoder reserves once
 //! and the transport writes each frame (or a batch of them) in one go.
+//!
+//! ## Features
+//!
+//! * `protobuf` (default): the protobuf serializer, `serializer::protobuf`.
+//!   Without it prost is not built, and a body in serializer id 2 is a
+//!   serialize / deserialize error naming `protobuf`.
 
 pub mod codec;
 pub mod frame;

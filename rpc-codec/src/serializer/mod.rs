@@ -7,12 +7,18 @@
 //! | id | name | crate | notes |
 //! |----|------|-------|-------|
 //! | 1 | `msgpack` | rmp-serde | the default: compact, fast, self-describing |
-//! | 2 | `protobuf` | prost's wire primitives | real protobuf bytes for serde types, see [`protobuf`] |
+//! | 2 | `protobuf` | prost's wire primitives | real protobuf bytes for serde types; the `protobuf` module, behind the default `protobuf` feature |
 //! | 3 | `json` | serde_json | readable, what the HTTP protocol speaks |
 //!
 //! Arguments are serialized as a tuple in declaration order; a method without
 //! arguments sends `()`.
+//!
+//! Built without the `protobuf` feature, the crate still knows the protobuf id
+//! (it lives in `rpc-core`), but encoding or decoding with it is a
+//! [`RpcError::Serialize`] / [`RpcError::Deserialize`] naming `protobuf`, so a
+//! peer that asks for it gets an error answer, not a dropped connection.
 
+#[cfg(feature = "protobuf")]
 pub mod protobuf;
 
 use std::cell::RefCell;
@@ -72,8 +78,8 @@ thread_local! {
 /// Runs `encode` into this thread's body arena and splits the result off as a
 /// `Bytes` that shares the arena's buffer.
 ///
-/// Every call's request (client) and answer (server) body used to be a
-/// `BytesMut` of its own: a malloc and a free per call. A body lives only until
+/// A `BytesMut` of its own for every call's request (client) and answer
+/// (server) body would cost a malloc and a free per call. A body lives only until
 /// the writer has copied it into its batch, so the arena hands out slices of one
 /// 64 KiB buffer, and once every slice has been dropped `reserve` takes the
 /// buffer back in place: a busy thread encodes without allocating. A body that
@@ -137,6 +143,10 @@ pub fn encode_body<T: ?Sized>(
     })
 }
 
+/// The error reason for protobuf in a build without the `protobuf` feature.
+#[cfg(not(feature = "protobuf"))]
+const WITHOUT_PROTOBUF: &str = "rpc-codec was built without its `protobuf` feature";
+
 impl BodyCodec for SerializerKind {
     fn encode<T: Serialize + ?Sized>(self, value: &T, out: &mut BytesMut) -> Result<(), RpcError> {
         let serializer = self.name();
@@ -150,7 +160,10 @@ impl BodyCodec for SerializerKind {
                 let mut w = out.writer();
                 rmp_serde::encode::write_named(&mut w, value).map_err(|e| ser_err(e.into()))
             }
+            #[cfg(feature = "protobuf")]
             SerializerKind::Protobuf => protobuf::encode(value, out).map_err(|e| ser_err(e.into())),
+            #[cfg(not(feature = "protobuf"))]
+            SerializerKind::Protobuf => Err(ser_err(WITHOUT_PROTOBUF.into())),
             SerializerKind::Json => {
                 serde_json::to_writer(out.writer(), value).map_err(|e| ser_err(e.into()))
             }
@@ -166,7 +179,10 @@ impl BodyCodec for SerializerKind {
         };
         match self {
             SerializerKind::MsgPack => rmp_serde::from_slice(bytes).map_err(|e| de_err(e.into())),
+            #[cfg(feature = "protobuf")]
             SerializerKind::Protobuf => protobuf::decode(bytes).map_err(|e| de_err(e.into())),
+            #[cfg(not(feature = "protobuf"))]
+            SerializerKind::Protobuf => Err(de_err(WITHOUT_PROTOBUF.into())),
             SerializerKind::Json => {
                 // JSON has no representation for "nothing": accept an empty body as `null`.
                 let bytes: &[u8] = if bytes.is_empty() { b"null" } else { bytes };
@@ -174,6 +190,15 @@ impl BodyCodec for SerializerKind {
             }
         }
     }
+}
+
+/// The serializers this build encodes and decodes: all of them, less
+/// protobuf without the `protobuf` feature.
+#[cfg(test)]
+pub(crate) fn built_in() -> impl Iterator<Item = SerializerKind> {
+    SerializerKind::ALL
+        .into_iter()
+        .filter(|s| cfg!(feature = "protobuf") || *s != SerializerKind::Protobuf)
 }
 
 #[cfg(test)]
@@ -251,7 +276,7 @@ mod tests {
             to_uid: 2003,
             content: "hi".into(),
         };
-        for s in SerializerKind::ALL {
+        for s in built_in() {
             let mut b = BytesMut::new();
             s.encode(&(7u64, "x".to_string()), &mut b).unwrap();
             let back: (u64, String) = s.decode(&b).unwrap();
@@ -269,13 +294,27 @@ mod tests {
 
     #[test]
     fn wrong_types_are_a_deserialize_error_naming_the_serializer() {
-        for s in SerializerKind::ALL {
+        for s in built_in() {
             let mut b = BytesMut::new();
             s.encode(&"not a message", &mut b).unwrap();
             match s.decode::<Msg>(&b) {
                 Err(RpcError::Deserialize { serializer, .. }) => assert_eq!(serializer, s.name()),
                 other => panic!("{s}: expected a deserialize error, got {other:?}"),
             }
+        }
+    }
+
+    #[cfg(not(feature = "protobuf"))]
+    #[test]
+    fn without_its_feature_protobuf_is_an_error_naming_it() {
+        let s = SerializerKind::Protobuf;
+        match s.encode(&7u64, &mut BytesMut::new()) {
+            Err(RpcError::Serialize { serializer, .. }) => assert_eq!(serializer, "protobuf"),
+            other => panic!("expected a serialize error, got {other:?}"),
+        }
+        match s.decode::<u64>(&[0x08, 7]) {
+            Err(RpcError::Deserialize { serializer, .. }) => assert_eq!(serializer, "protobuf"),
+            other => panic!("expected a deserialize error, got {other:?}"),
         }
     }
 
