@@ -30,20 +30,23 @@
 //! ```
 
 mod admission;
-mod answers;
 pub mod config;
 mod connection;
+mod ctx;
 mod dispatch;
 pub mod http;
 pub mod method_metrics;
 pub mod metrics;
+mod panic;
 pub mod pool;
 mod refusal;
 mod registration;
+mod reply;
 pub mod router;
 pub mod server;
 pub mod signals;
 pub mod stats;
+mod stop;
 
 pub use config::{MemoryConfig, ServerConfig};
 pub use metrics::Metrics;
