@@ -166,10 +166,11 @@ impl ServerBuilder {
             .local_addr()
             .map_err(|e| RpcError::io("reading the bound address", &e))?;
         let services: Vec<&'static str> = self.router.service_names().collect();
-        if self.config.memory.return_to_os {
+        let return_to_os = self.config.memory.return_to_os;
+        let ctx = Arc::new(ServerCtx::new(self.config, self.router, self.interceptors)?);
+        if return_to_os {
             rpc_transport::allocator::mmap_large_blocks();
         }
-        let ctx = Arc::new(ServerCtx::new(self.config, self.router, self.interceptors)?);
         let tracker = TaskTracker::new();
         let http_addr = match http_listener {
             Some(l) => {

@@ -34,7 +34,7 @@
 //!
 //! # Shutdown and eviction
 //!
-//! Stop news comes through the [`StopWatch`](stop_watch::StopWatch), read once
+//! Stop news comes through the [`StopWatch`], read once
 //! per batch and polled in the `select!` only to register the task's waker.
 //! During graceful shutdown the task keeps reading only to answer new requests
 //! `ShuttingDown`, waits for its in-flight calls, writes what is left (for at

@@ -215,3 +215,69 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             .map_err(|e| format!("shutdown failed: {e}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use rpc_codec::FrameCodec;
+    use tokio::io::AsyncReadExt;
+    use tokio_util::codec::Decoder;
+
+    fn transport(max_batch_bytes: usize) -> TransportConfig {
+        TransportConfig {
+            max_batch_bytes,
+            ..TransportConfig::default()
+        }
+    }
+
+    fn answer(id: u64, len: usize) -> OutFrame {
+        OutFrame::response(id, 0, Bytes::from(vec![7u8; len]))
+    }
+
+    #[tokio::test]
+    async fn a_batch_goes_out_in_order_and_what_the_socket_refuses_waits() {
+        // A pipe that takes 64 bytes at a time: the rest of the batch stays.
+        let (server, mut client) = tokio::io::duplex(64);
+        let counters = Arc::new(IoCounters::default());
+        let mut outbox = Outbox::new(server, &transport(1 << 16), counters.clone());
+        assert!(outbox.is_empty());
+        for id in 1..=3 {
+            outbox.push(answer(id, 40));
+        }
+        outbox.write_now().await.unwrap();
+        assert!(!outbox.is_empty(), "the pipe took only part of the batch");
+        let reading = tokio::spawn(async move {
+            let mut got = Vec::new();
+            client.read_to_end(&mut got).await.unwrap();
+            got
+        });
+        outbox.finish().await.unwrap();
+        assert!(outbox.is_empty());
+        let got = reading.await.unwrap();
+        assert_eq!(counters.bytes_out(), got.len() as u64);
+        let mut buf = BytesMut::from(&got[..]);
+        let mut codec = FrameCodec::default();
+        let mut ids = Vec::new();
+        while let Some(frame) = codec.decode(&mut buf).unwrap() {
+            ids.push(frame.header.request_id);
+        }
+        assert_eq!(ids, vec![1, 2, 3]);
+    }
+
+    #[tokio::test]
+    async fn past_the_high_water_mark_it_has_no_room_until_written() {
+        let (server, mut client) = tokio::io::duplex(1 << 16);
+        let mut outbox = Outbox::new(server, &transport(100), Arc::new(IoCounters::default()));
+        assert!(outbox.has_room());
+        outbox.push(answer(1, 4 * 100));
+        assert!(
+            !outbox.has_room(),
+            "more than 4 × max_batch_bytes unwritten"
+        );
+        outbox.writable().await.unwrap();
+        assert!(outbox.has_room());
+        let mut sink = vec![0u8; 1 << 16];
+        assert!(client.read(&mut sink).await.unwrap() > 400);
+    }
+}

@@ -248,6 +248,11 @@ const ANSWER_YIELDS: u32 = 2;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rpc_codec::{FrameCodec, FrameKind};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::task::Wake;
+    use tokio_util::codec::Decoder;
 
     #[test]
     fn a_large_answer_copied_out_leaves_no_storage_and_hands_over_its_budget() {
@@ -273,11 +278,6 @@ mod tests {
         held.clear();
         assert_eq!(budget.available(), 1 << 20);
     }
-    use rpc_codec::{FrameCodec, FrameKind};
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
-    use std::task::Wake;
-    use tokio_util::codec::Decoder;
 
     struct Flag(AtomicBool);
     impl Wake for Flag {
