@@ -6,8 +6,6 @@
 //!
 //! - Whatever happens inside a handler — an error, a panic — becomes an error
 //!   response to that one caller; the connection and the server carry on.
-//! - Every call is recorded once in its method's metrics ([`finish_call`], or
-//!   a rejection in [`PoolJob::submit`]).
 //! - A pooled call that waited in the queue past the caller's own timeout is
 //!   answered `Timeout` without running: the caller has given up, running it
 //!   would only waste a worker.
@@ -21,8 +19,8 @@
 //! both run calls alike. A connection task polls [`start_call`] itself, to try
 //! each call once inline and answer it in the same batch, then calls
 //! [`finish_call`] with its own clock reading; others use [`execute`]. A pool
-//! thread first polls its call once without `block_on` (see
-//! [`PoolJob`]), because most handlers finish without waiting on anything.
+//! thread first polls its call once without `block_on` (see `run_on_worker`),
+//! because most handlers finish without waiting on anything.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
