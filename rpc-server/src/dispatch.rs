@@ -1,83 +1,45 @@
-//! Running one call: interceptors, handler, panic containment, the answer frame —
-//! and handing calls to the worker pool.
+//! Running one call: interceptors and handler, panic containment, the
+//! outcome turned into an answer — on the task that read the call, or on the
+//! worker pool.
 //!
-//! Whatever happens inside a handler — an error, a panic — becomes an error
-//! response to that one caller; the connection and the server carry on. In pool
-//! mode a call that waited in the queue past the caller's own timeout is answered
-//! `Timeout` without running: the caller has given up, running it would only
-//! waste a worker.
+//! # Invariants
+//!
+//! - Whatever happens inside a handler — an error, a panic — becomes an error
+//!   response to that one caller; the connection and the server carry on.
+//! - A pooled call that waited in the queue past the caller's own timeout is
+//!   answered `Timeout` without running: the caller has given up, running it
+//!   would only waste a worker.
+//! - A pooled call is answered exactly once, through its [`Reply`]: into its
+//!   connection's `PoolAnswers`, or to an in-process waiter.
+//!
+//! # Why it is shaped so
+//!
+//! The protocols (the binary connection task, the HTTP gateway) own their
+//! request parsing and answer writing; this module owns what lies between, so
+//! both run calls alike. A connection task polls [`start_call`] itself, to try
+//! each call once inline and answer it in the same batch, then calls
+//! [`finish_call`] with its own clock reading; others use [`execute`]. A pool
+//! thread first polls its call once without `block_on` (see `run_on_worker`),
+//! because most handlers finish without waiting on anything.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::FutureExt;
-use rpc_core::{
-    Dispatch, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler,
-};
+use rpc_core::{Endpoint, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler};
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
-pub(crate) use crate::answers::answer_frame;
-use crate::answers::AnswerSlot;
-use crate::metrics::Metrics;
+use crate::ctx::ServerCtx;
+use crate::panic::panic_message;
 use crate::pool::WorkerPool;
-use crate::router::{Route, RouteEntry, Router};
-use crate::stats::ServerStats;
-use crate::ServerConfig;
-
-/// Everything a connection task needs, shared by all of them.
-pub(crate) struct ServerCtx {
-    pub router: Router,
-    pub interceptors: Vec<Arc<dyn Interceptor>>,
-    pub pool: Option<Arc<WorkerPool>>,
-    pub runtime: tokio::runtime::Handle,
-    pub config: ServerConfig,
-    /// Fired by graceful shutdown: stop taking new calls.
-    pub stopping: CancellationToken,
-    /// Fired when the grace period ran out: close everything now.
-    pub force_close: CancellationToken,
-    /// The two tokens above as one atomic (`RUNNING`, `STOPPING`, `FORCED`),
-    /// read by connection tasks once per batch: a token is only noticed when
-    /// its waiter is polled, after the frame read beside it has been served.
-    pub stop_level: AtomicU8,
-    pub stats: Arc<ServerStats>,
-    pub metrics: Metrics,
-    /// Bytes that large request frames may hold at once, across connections
-    /// (`memory.frame_budget`).
-    pub frame_budget: rpc_transport::FrameBudget,
-}
-
-/// [`ServerCtx::stop_level`]: serving.
-pub(crate) const RUNNING: u8 = 0;
-/// [`ServerCtx::stop_level`]: graceful shutdown, new calls are refused.
-pub(crate) const STOPPING: u8 = 1;
-/// [`ServerCtx::stop_level`]: closing everything now.
-pub(crate) const FORCED: u8 = 2;
-
-impl ServerCtx {
-    /// Starts a graceful shutdown: new calls are answered `ShuttingDown`.
-    pub fn stop_gracefully(&self) {
-        self.stop_level.fetch_max(STOPPING, Ordering::SeqCst);
-        self.stopping.cancel();
-    }
-
-    /// Closes every connection now; no call read after this is served.
-    pub fn stop_now(&self) {
-        self.stop_level.store(FORCED, Ordering::SeqCst);
-        self.stopping.cancel();
-        self.force_close.cancel();
-    }
-
-    pub fn dispatch(&self) -> Dispatch {
-        self.config.dispatch
-    }
-}
+use crate::reply::AnswerSlot;
+use crate::router::{Route, RouteEntry};
 
 struct HandlerEndpoint<'a>(&'a dyn ServiceHandler);
 
@@ -127,15 +89,13 @@ pub(crate) fn finish_call(
         // refusal, say) must not tell the caller this call did not run here:
         // the caller would retry a call that ran. Only the server's own
         // refusals send those statuses.
-        Ok(Err(e @ (RpcError::ShuttingDown | RpcError::TooManyConnections { .. }))) => {
-            Err(RpcError::Handler(e.to_string()))
-        }
+        Ok(Err(e)) if e.server_did_not_run() => Err(RpcError::Handler(e.to_string())),
         Ok(r) => r,
         Err(panic) => Err(RpcError::Handler(format!(
             "handler {}.{} panicked: {}",
             route.service,
             route.method,
-            panic_message(&panic)
+            panic_message(panic.as_ref())
         ))),
     };
     let max = ctx.config.transport.max_frame_size;
@@ -172,16 +132,6 @@ pub(crate) async fn execute(
     finish_call(ctx, route, started.elapsed(), outcome)
 }
 
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
-    }
-}
-
 /// Completion bookkeeping of one call polled by its connection task (direct
 /// dispatch): when dropped (answered, or the call lost), the connection may
 /// read again.
@@ -215,7 +165,7 @@ impl InFlight {
 /// Where a pooled call's outcome goes.
 pub(crate) enum Reply {
     /// A binary-protocol connection: an answer frame, encoded into the
-    /// connection's [`PoolAnswers`](crate::answers::PoolAnswers).
+    /// connection's [`PoolAnswers`](crate::reply::PoolAnswers).
     Frame(AnswerSlot),
     /// An in-process waiter (the HTTP gateway).
     Channel(oneshot::Sender<Result<Bytes, RpcError>>),

@@ -27,13 +27,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rpc_core::{Dispatch, Metadata, RpcError, RpcRequest, SerializerKind};
+use rpc_core::{Metadata, RpcError, RpcRequest, SerializerKind};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
-use crate::dispatch::{execute, PoolJob, Reply, ServerCtx};
+use crate::ctx::{Dispatcher, ServerCtx};
+use crate::dispatch::{execute, PoolJob, Reply};
+use crate::stop::StopLevel;
 
 const META_PREFIX: &str = "x-brisk-meta-";
 const TIMEOUT_HEADER: &str = "x-brisk-timeout-ms";
@@ -43,7 +45,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, trac
     loop {
         let accepted = tokio::select! {
             biased;
-            _ = ctx.stopping.cancelled() => break,
+            _ = ctx.stop.stopping() => break,
             r = listener.accept() => r,
         };
         let (stream, peer) = match accepted {
@@ -72,12 +74,12 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, trac
                         debug!(%peer, error = %e, "http connection ended with an error");
                     }
                 }
-                _ = ctx.stopping.cancelled() => {
+                _ = ctx.stop.stopping() => {
                     // Finish the request in progress, then close.
                     conn.as_mut().graceful_shutdown();
                     tokio::select! {
                         _ = conn.as_mut() => {}
-                        _ = ctx.force_close.cancelled() => {}
+                        _ = ctx.stop.forced() => {}
                     }
                 }
             }
@@ -113,7 +115,7 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
     let path = req.uri().path().to_owned();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/health") => {
-            if ctx.stopping.is_cancelled() {
+            if ctx.stop.level() != StopLevel::Running {
                 respond(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "application/json",
@@ -124,7 +126,7 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
             }
         }
         (&Method::GET, "/metrics") => {
-            let pool = ctx.pool.as_ref().map(|p| p.stats());
+            let pool = ctx.dispatcher.pool().map(|p| p.stats());
             let text = ctx.metrics.render(&ctx.stats.snapshot(), pool.as_ref());
             respond(StatusCode::OK, "text/plain; version=0.0.4", text)
         }
@@ -152,7 +154,7 @@ async fn call(
     let mut parts = path.trim_matches('/').splitn(2, '/');
     let service = parts.next().unwrap_or_default();
     let method = parts.next().unwrap_or_default();
-    if ctx.stopping.is_cancelled() {
+    if ctx.stop.level() != StopLevel::Running {
         return Err(RpcError::ShuttingDown);
     }
     let route = ctx.router.route(service, method)?;
@@ -209,8 +211,8 @@ async fn call(
         peer: Some(peer),
     };
     let run = async {
-        match (ctx.config.dispatch, &ctx.pool) {
-            (Dispatch::Pool, Some(pool)) => {
+        match &ctx.dispatcher {
+            Dispatcher::Pool(pool) => {
                 let (tx, rx) = oneshot::channel();
                 PoolJob {
                     ctx: ctx.clone(),
@@ -223,7 +225,7 @@ async fn call(
                 rx.await
                     .map_err(|_| RpcError::Handler("the worker dropped the call".into()))?
             }
-            _ => execute(ctx, &route, rpc_req, Instant::now()).await,
+            Dispatcher::Direct => execute(ctx, &route, rpc_req, Instant::now()).await,
         }
     };
     let result = match timeout {

@@ -3,16 +3,48 @@
 //! This crate owns the server side of brisk: the accept loop and its connection
 //! limits (`max_connections` with eviction of the connection longest without a
 //! call, `max_connections_per_ip`; a refused client is told `TooManyConnections`),
-//! one task per connection that reads request frames, the [`Router`] from
-//! service name to [`ServiceHandler`](rpc_core::ServiceHandler), the two dispatch
-//! modes — `direct` (the handler runs on the connection's I/O task) and `pool`
-//! (the Tomcat-style [`WorkerPool`] of OS threads, with a `blocking` or
-//! `transfer` queue) — server interceptors, graceful shutdown, and announcing
-//! itself in a registry (`rpc-registry`) while it runs.
+//! one task per connection that reads request frames and writes their answers,
+//! the [`Router`] from service name to
+//! [`ServiceHandler`](rpc_core::ServiceHandler), the two dispatch modes —
+//! `direct` (the handler runs on the connection's I/O task) and `pool` (the
+//! Tomcat-style [`WorkerPool`] of OS threads, with a `blocking` or `transfer`
+//! queue) — server interceptors, graceful shutdown, and announcing itself in a
+//! registry (`rpc-registry`) while it runs.
 //!
-//! It does not own the wire format (`rpc-codec`), sockets and batching
-//! (`rpc-transport`) or the typed service definitions (the `brisk::service!`
-//! macro).
+//! Batching answers is the connection task's own job: it handles every frame
+//! already buffered, encodes the answers into its `Outbox` and writes them with
+//! one `write` — a coalescing writer of its own, because a server connection
+//! has one producer of answers. rpc-transport's writer task, built for many
+//! callers sharing one connection, serves the client side.
+//!
+//! It does not own the wire format (`rpc-codec`), the frame reader, heartbeats,
+//! TLS and the frame budget (`rpc-transport`), or the typed service
+//! definitions (the `brisk::service!` macro).
+//!
+//! # Structure
+//!
+//! In the order a call passes through:
+//!
+//! 1. [`server`] — the builder, the accept loop, the handle and shutdown;
+//!    `admission` (connection limits, eviction) and `refusal` (telling a
+//!    refused connection why) sit at its door.
+//! 2. `connection` — one task per connection: reads a batch of frames, hands
+//!    each call on, writes the batch's answers, winds down on stop or
+//!    eviction. The HTTP gateway ([`http`]) is the other door to the same
+//!    calls.
+//! 3. [`router`] — service and method name to handler.
+//! 4. `dispatch` — runs one call: interceptors and handler, panic
+//!    containment, the outcome recorded; on the connection's task or, in pool
+//!    mode, on the [`pool`].
+//! 5. `reply` — the answer: its frame, the pool's hand-over buffer back to the
+//!    connection, the connection's coalescing `Outbox`.
+//!
+//! Shared by all of them: `ctx` (the `ServerCtx` every task holds, with the
+//! `Dispatcher` that says where calls run), `stop` (the server's stop level
+//! and the means to wait for it), [`config`], [`stats`], [`metrics`] and
+//! [`method_metrics`]; beside them [`signals`] (SIGINT/SIGTERM),
+//! `registration` (the registry entries) and `panic` (a caught panic's
+//! message).
 //!
 //! ```no_run
 //! # async fn run(handler: impl rpc_core::ServiceHandler) -> Result<(), rpc_core::RpcError> {
@@ -30,20 +62,23 @@
 //! ```
 
 mod admission;
-mod answers;
 pub mod config;
 mod connection;
+mod ctx;
 mod dispatch;
 pub mod http;
 pub mod method_metrics;
 pub mod metrics;
+mod panic;
 pub mod pool;
 mod refusal;
 mod registration;
+mod reply;
 pub mod router;
 pub mod server;
 pub mod signals;
 pub mod stats;
+mod stop;
 
 pub use config::{MemoryConfig, ServerConfig};
 pub use metrics::Metrics;

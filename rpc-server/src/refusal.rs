@@ -30,8 +30,9 @@ use rpc_core::RpcError;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
-use tokio_util::sync::CancellationToken;
 use tracing::debug;
+
+use crate::stop::StopState;
 
 /// The longest one refusal may take, TLS handshake and linger included.
 pub const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -46,34 +47,29 @@ const MAX_LINGER_BYTES: usize = 256 * 1024;
 /// Where the accept loop sends connections it refuses.
 pub(crate) struct Refusals {
     permits: Arc<Semaphore>,
-    force_close: CancellationToken,
     #[cfg(feature = "tls")]
     tls: Option<rpc_transport::tls::TlsAcceptor>,
 }
 
 impl Refusals {
-    /// Refusals that stop when `force_close` fires; with `tls`, refused
-    /// connections are answered over TLS.
-    pub fn new(
-        force_close: CancellationToken,
-        #[cfg(feature = "tls")] tls: Option<rpc_transport::tls::TlsAcceptor>,
-    ) -> Refusals {
+    /// Refusals; with `tls`, refused connections are answered over TLS.
+    pub fn new(#[cfg(feature = "tls")] tls: Option<rpc_transport::tls::TlsAcceptor>) -> Refusals {
         Refusals {
             permits: Arc::new(Semaphore::new(MAX_REFUSALS_IN_PROGRESS)),
-            force_close,
             #[cfg(feature = "tls")]
             tls,
         }
     }
 
     /// Answers `stream` with `error` and closes it, in a task of its own
-    /// (or drops it at once when too many refusals are in progress).
-    pub fn refuse(&self, stream: TcpStream, peer: SocketAddr, error: RpcError) {
+    /// (or drops it at once when too many refusals are in progress); the task
+    /// ends at once when `stop` reaches [`Forced`](crate::stop::StopLevel::Forced).
+    pub fn refuse(&self, stream: TcpStream, peer: SocketAddr, error: RpcError, stop: &StopState) {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             debug!(%peer, "too many refusals in progress: connection dropped unanswered");
             return;
         };
-        let force_close = self.force_close.clone();
+        let forced = stop.forced_owned();
         #[cfg(feature = "tls")]
         let tls = self.tls.clone();
         tokio::spawn(async move {
@@ -95,7 +91,7 @@ impl Refusals {
                     Ok(Err(e)) => debug!(%peer, error = %e, "refusal not delivered"),
                     Err(_) => debug!(%peer, "refusal timed out"),
                 },
-                _ = force_close.cancelled() => {}
+                _ = forced => {}
             }
         });
     }

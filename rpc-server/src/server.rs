@@ -14,26 +14,25 @@
 //! the entries to expire with their lease, as a crash would (see `registration`).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpc_core::{Dispatch, Interceptor, RpcError, ServiceHandler};
 use rpc_registry::{Registration, Registry};
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::admission::{Admission, Admit};
 use crate::connection::serve_connection;
-use crate::dispatch::ServerCtx;
+use crate::ctx::ServerCtx;
 use crate::metrics::Metrics;
-use crate::pool::{PoolStats, WorkerPool};
+use crate::pool::PoolStats;
 use crate::refusal::Refusals;
 use crate::router::Router;
 use crate::signals::StopSignals;
-use crate::stats::{ServerStats, StatsSnapshot};
+use crate::stats::StatsSnapshot;
 use crate::ServerConfig;
 
 /// Entry point: `Server::builder()`.
@@ -168,37 +167,12 @@ impl ServerBuilder {
         let local_addr = listener
             .local_addr()
             .map_err(|e| RpcError::io("reading the bound address", e))?;
-        let pool = match self.config.dispatch {
-            Dispatch::Pool => {
-                let mut pool_config = self.config.pool.clone();
-                if pool_config.name.is_empty() {
-                    pool_config.name = "brisk-worker".into();
-                }
-                let pool = WorkerPool::new(pool_config)
-                    .map_err(|e| RpcError::config("pool", e.to_string()))?;
-                Some(Arc::new(pool))
-            }
-            Dispatch::Direct => None,
-        };
         let services: Vec<&'static str> = self.router.service_names().collect();
-        let metrics = Metrics::for_router(&self.router);
-        let frame_budget = rpc_transport::FrameBudget::new(self.config.memory.frame_budget);
-        if self.config.memory.return_to_os {
+        let return_to_os = self.config.memory.return_to_os;
+        let ctx = Arc::new(ServerCtx::new(self.config, self.router, self.interceptors)?);
+        if return_to_os {
             rpc_transport::allocator::mmap_large_blocks();
         }
-        let ctx = Arc::new(ServerCtx {
-            metrics,
-            router: self.router,
-            interceptors: self.interceptors,
-            pool,
-            runtime: tokio::runtime::Handle::current(),
-            config: self.config,
-            stopping: CancellationToken::new(),
-            force_close: CancellationToken::new(),
-            stop_level: AtomicU8::new(crate::dispatch::RUNNING),
-            stats: Arc::new(ServerStats::default()),
-            frame_budget,
-        });
         let tracker = TaskTracker::new();
         let http_addr = match http_listener {
             Some(l) => {
@@ -218,7 +192,7 @@ impl ServerBuilder {
             #[cfg(feature = "tls")]
             tls,
         ));
-        info!(addr = %local_addr, dispatch = %ctx.config.dispatch, "brisk server listening");
+        info!(addr = %local_addr, dispatch = %ctx.dispatcher.mode(), "brisk server listening");
         let mut handle = ServerHandle {
             local_addr,
             http_addr,
@@ -246,7 +220,6 @@ async fn accept_loop(
 ) {
     let admission = Arc::new(Admission::new(&ctx.config, ctx.stats.clone()));
     let refusals = Refusals::new(
-        ctx.force_close.clone(),
         #[cfg(feature = "tls")]
         tls.clone(),
     );
@@ -254,7 +227,7 @@ async fn accept_loop(
     loop {
         let accepted = tokio::select! {
             biased;
-            _ = ctx.stopping.cancelled() => break,
+            _ = ctx.stop.stopping() => break,
             r = listener.accept() => r,
         };
         match accepted {
@@ -267,7 +240,7 @@ async fn accept_loop(
                     Admit::Accepted(ticket) => ticket,
                     Admit::Refused(error) => {
                         warn!(%peer, %error, "connection refused");
-                        refusals.refuse(stream, peer, error);
+                        refusals.refuse(stream, peer, error, &ctx.stop);
                         continue;
                     }
                 };
@@ -334,7 +307,7 @@ impl ServerHandle {
 
     /// Worker pool counters (pool dispatch only).
     pub fn pool_stats(&self) -> Option<PoolStats> {
-        self.ctx.pool.as_ref().map(|p| p.stats())
+        self.ctx.dispatcher.pool().map(|p| p.stats())
     }
 
     /// Per-method and I/O metrics.
@@ -384,7 +357,7 @@ impl ServerHandle {
                 warn!(error = %e, "deregistering failed; the entries expire with their lease");
             }
         }
-        self.ctx.stop_gracefully();
+        self.ctx.stop.stop_gracefully();
         if let Some(accept) = self.accept.take() {
             let _ = accept.await;
         }
@@ -398,11 +371,11 @@ impl ServerHandle {
                 ?grace,
                 "shutdown grace period over: closing remaining connections"
             );
-            self.ctx.stop_now();
+            self.ctx.stop.stop_now();
             let _ = tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await;
         }
-        self.ctx.stop_now();
-        if let Some(pool) = self.ctx.pool.clone() {
+        self.ctx.stop.stop_now();
+        if let Some(pool) = self.ctx.dispatcher.pool().cloned() {
             let _ =
                 tokio::task::spawn_blocking(move || pool.shutdown(Duration::from_secs(2))).await;
         }
@@ -416,6 +389,6 @@ impl ServerHandle {
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        self.ctx.stop_now();
+        self.ctx.stop.stop_now();
     }
 }

@@ -90,9 +90,9 @@ mod blocking;
 mod sync;
 mod transfer;
 
+use crate::panic::panic_message;
 use blocking::BlockingQueue;
 use serde::{Deserialize, Serialize};
-use std::any::Any;
 use std::fmt;
 use std::io;
 use std::ops::Deref;
@@ -505,16 +505,6 @@ impl Shared {
         if !self.shutdown.swap(true, SeqCst) {
             self.queue.close();
         }
-    }
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s
-    } else {
-        "<non-string panic payload>"
     }
 }
 

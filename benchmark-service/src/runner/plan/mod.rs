@@ -62,7 +62,5 @@ fn dedup<T: PartialEq + Clone>(v: Vec<T>) -> Vec<T> {
 
 /// Logical CPUs (at least 1).
 pub fn cpus() -> u32 {
-    std::thread::available_parallelism()
-        .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
-        .unwrap_or(1)
+    u32::try_from(crate::host::cpus()).unwrap_or(u32::MAX)
 }

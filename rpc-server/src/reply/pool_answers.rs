@@ -1,31 +1,38 @@
 //! [`PoolAnswers`]: where the worker pool puts one connection's answers.
 //!
 //! In `pool` dispatch the handlers run on worker threads, but the answers are
-//! written by the connection task (it owns the socket and coalesces every
-//! answer of a batch into one `write`). This is the hand-over between the two:
-//! a buffer of encoded answer frames under one short lock, plus the count of
-//! the connection's calls still on the pool.
+//! written by the connection task: it owns the socket and coalesces every
+//! answer of a batch into one `write` (see [`Outbox`](super::Outbox)). This is
+//! the hand-over between the two: a buffer of encoded answer frames under one
+//! short lock, plus the count of the connection's calls still on the pool.
 //!
 //! # Why a shared buffer and not a channel
 //!
-//! The first version sent each answer as an `OutFrame` over a bounded tokio
-//! channel with `blocking_send`. Per call that was a semaphore acquire, a
-//! `block_on` around it (runtime context set and reset on the worker thread), a
-//! linked-list push, the frame moved twice, and on the connection side a pop
-//! and a permit released per answer, plus an `Arc` clone for the sender and one
-//! for the in-flight permit in every job. Here a worker encodes its answer
-//! straight into the buffer (the one copy the answer needed anyway), counts the
-//! call done, and wakes the connection task only if it is parked waiting for
-//! answers; the task takes the whole buffer in one swap when its own outbox is
-//! empty, so the two buffers trade places and neither side allocates.
+//! A channel of answer frames costs, per answer, a permit taken and given back,
+//! a `block_on` around the send on the worker thread (the runtime context set
+//! and reset), a queue push and pop, the frame moved twice, and an `Arc` clone
+//! for the sender and one for the in-flight permit in every job. Here a worker
+//! encodes its answer straight into the buffer (the one copy the answer needs
+//! anyway), counts the call done, and wakes the connection task only if it is
+//! parked waiting for answers; the task takes the whole buffer in one swap
+//! when its own outbox is empty, so the two buffers trade places and neither
+//! side allocates.
 //!
 //! # Bounds
 //!
 //! Nothing here blocks a worker: a connection whose client does not read only
-//! stops *reading requests* (the connection task's outbox high-water mark and
+//! stops *reading requests* (the outbox's high-water mark and
 //! `max_in_flight_per_connection`), so the buffer never holds more than the
 //! answers of that connection's in-flight calls. Once the connection is gone
 //! ([`close`](PoolAnswers::close)), late answers are dropped instead of kept.
+//!
+//! # Waiting for answers
+//!
+//! [`pool_news`] is how the connection task waits: with calls on the pool and
+//! nothing else to do, it first gives its thread away a few times before the
+//! runtime thread may park, because the answer is usually moments away on a
+//! worker that this very yield lets run, while parking costs the runtime
+//! thread a sleep in `epoll_wait` and the worker an `eventfd` write to wake it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
@@ -35,7 +42,8 @@ use parking_lot::Mutex;
 use rpc_codec::OutFrame;
 use rpc_core::RpcError;
 use rpc_transport::Reserved;
-use tracing::warn;
+
+use super::frame::{answer_frame, encode_answer};
 
 /// One connection's answers from the worker pool, and its calls still there.
 pub(crate) struct PoolAnswers {
@@ -176,14 +184,6 @@ impl PoolAnswers {
     }
 }
 
-/// The binary protocol's answer frame for a call's outcome.
-pub(crate) fn answer_frame(id: u64, serializer: u8, result: Result<Bytes, RpcError>) -> OutFrame {
-    match result {
-        Ok(body) => OutFrame::response(id, serializer, body),
-        Err(e) => OutFrame::error(id, serializer, &e),
-    }
-}
-
 /// The right (and duty) to answer one pooled call of a connection. Dropped
 /// without [`answer`](Self::answer) (the job was rejected or lost) it still
 /// counts the call done, so the connection does not wait for it forever.
@@ -214,22 +214,45 @@ impl Drop for AnswerSlot {
     }
 }
 
-/// Encodes an answer frame at the end of `buf`. An answer too large for the
-/// frame limit is replaced by its `FrameTooLarge` error (only an answer can be
-/// too large, and `finish_call` already turns most into errors): the caller
-/// gets an error instead of waiting for its timeout.
-pub(crate) fn encode_answer(buf: &mut BytesMut, frame: &OutFrame, max_frame: usize) {
-    if let Err(e) = frame.encode(buf, max_frame) {
-        let error = OutFrame::error(frame.request_id, frame.serializer, &e);
-        if let Err(e) = error.encode(buf, max_frame) {
-            warn!(error = %e, request_id = frame.request_id, "answer not encodable: dropped");
+/// Completes when the worker pool has news for this connection (never, when
+/// there is no pool).
+///
+/// With calls on the pool, the task first yields its thread
+/// [`ANSWER_YIELDS`] times while no news has come, before it lets the runtime
+/// thread park (see the module docs).
+pub(crate) async fn pool_news(pooled: Option<&PoolAnswers>) {
+    let Some(pooled) = pooled else {
+        return std::future::pending().await;
+    };
+    let mut yields = if pooled.in_flight() > 0 {
+        ANSWER_YIELDS
+    } else {
+        0
+    };
+    std::future::poll_fn(|cx| loop {
+        match pooled.poll_news(cx) {
+            Poll::Pending if yields > 0 => {
+                yields -= 1;
+                std::thread::yield_now();
+            }
+            news => return news,
         }
-    }
+    })
+    .await
 }
+
+/// How many times a connection task waiting only for pool answers yields its
+/// thread before it parks (see [`pool_news`]).
+const ANSWER_YIELDS: u32 = 2;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rpc_codec::{FrameCodec, FrameKind};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::task::Wake;
+    use tokio_util::codec::Decoder;
 
     #[test]
     fn a_large_answer_copied_out_leaves_no_storage_and_hands_over_its_budget() {
@@ -255,11 +278,6 @@ mod tests {
         held.clear();
         assert_eq!(budget.available(), 1 << 20);
     }
-    use rpc_codec::{FrameCodec, FrameKind};
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
-    use std::task::Wake;
-    use tokio_util::codec::Decoder;
 
     struct Flag(AtomicBool);
     impl Wake for Flag {

@@ -2,25 +2,21 @@
 //! (on this task, or on the worker pool), and write the answers — all from the
 //! same task, the way a hand-written event loop would.
 //!
-//! # Why the connection task writes its own answers
+//! # One task, one batch at a time
 //!
-//! A client needs a separate writer task: many caller tasks share one
-//! connection. A server connection has one producer of answers — itself — plus
-//! the worker pool's threads in `pool` mode. So the task reads whatever is
-//! buffered, handles every complete frame, encodes the answers into one
-//! [`Outbox`] buffer and writes it with one non-blocking `write` before it goes
-//! back to the socket: no channel send, no second task to wake and no yield
-//! per answer (a separate writer task cost ~10 % of the server's CPU and one
-//! extra scheduler pass of latency per call). Answers that cannot be written
-//! now stay in the outbox; the task then waits for the socket to become
-//! writable in the same `select!` that waits for input. Pool threads encode
-//! their answers into the connection's [`PoolAnswers`], which the task moves
-//! into the outbox (see `answers.rs`).
+//! Each turn the task handles the frame just read and every complete frame
+//! buffered behind it without going back to the socket, encodes their answers
+//! into its [`Outbox`] and writes them with one non-blocking `write` (the
+//! server's connections have one producer of answers, so they need no writer
+//! task of their own; see `reply::outbox`). Pool threads encode their answers
+//! into the connection's [`PoolAnswers`], which the task moves into the
+//! outbox. Only then does it wait — for input, for the socket to take the rest
+//! of the outbox, for calls to finish and for stop news — in one `select!`.
 //!
-//! Backpressure: the task stops reading while the outbox holds more than
-//! `4 × max_batch_bytes` (a client that does not read its answers stalls only
-//! itself), while `max_in_flight_per_connection` calls are in progress
-//! (on this task and on the pool together), and while the server's
+//! Backpressure: the task stops reading while its outbox is past the
+//! high-water mark (a client that does not read its answers stalls only
+//! itself), while `max_in_flight_per_connection` calls are in progress (on
+//! this task and on the pool together), and while the server's
 //! `memory.frame_budget` has no room for its next large frame.
 //!
 //! A request over `max_frame_size` is answered `FrameTooLarge` from its header
@@ -29,13 +25,17 @@
 //! # Direct dispatch
 //!
 //! In `direct` mode the handlers' futures are polled by this very task: once
-//! inline (most finish at once), then, if pending, in a `FuturesUnordered`, so
-//! several calls of one connection still progress concurrently without a task
-//! spawn per call, and a handler that blocks stalls only its own connection —
-//! exactly jkrpc's "handle in the I/O thread" trade-off.
+//! inline (most finish at once and are answered in the same batch), then, if
+//! pending, in a `FuturesUnordered`, so several calls of one connection still
+//! progress concurrently without a task spawn per call, and a handler that
+//! blocks stalls only its own connection — jkrpc's "handle in the I/O thread"
+//! trade-off. One clock reading per call: the end of one call is the start of
+//! the next.
 //!
 //! # Shutdown and eviction
 //!
+//! Stop news comes through the [`StopWatch`], read once
+//! per batch and polled in the `select!` only to register the task's waker.
 //! During graceful shutdown the task keeps reading only to answer new requests
 //! `ShuttingDown`, waits for its in-flight calls, writes what is left (for at
 //! most 5 s) and closes.
@@ -53,33 +53,33 @@
 //! [`CallActivity`]: after each batch, one relaxed store when the batch held a
 //! request or the connection's busy state changed; no lock per request.
 
+mod stop_watch;
+
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use bytes::BytesMut;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, Header, OutFrame, CONNECTION_REQUEST_ID};
-use rpc_core::{Dispatch, RpcError, RpcRequest, SerializerKind};
+use rpc_core::{RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
-use rpc_transport::{CloseSignal, FrameReader, Inbound, IoCounters, Reserved, TransportConfig};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use rpc_transport::{CloseSignal, FrameReader, Inbound, Reserved};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tracing::{debug, trace, warn};
 
 use crate::admission::{CallActivity, Ticket};
-use crate::answers::{encode_answer, PoolAnswers};
-use crate::dispatch::{
-    answer_frame, finish_call, start_call, InFlight, PoolJob, Reply, ServerCtx, RUNNING, STOPPING,
-};
+use crate::ctx::ServerCtx;
+use crate::dispatch::{finish_call, start_call, InFlight, PoolJob, Reply};
+use crate::pool::WorkerPool;
+use crate::reply::{answer_frame, pool_news, Outbox, PoolAnswers};
 use crate::router::RouteEntry;
+use stop_watch::{Stop, StopWatch};
 
 /// Serves a plain TCP connection (split with `into_split`, the fast path);
 /// `ticket` is its place in the admission table, held until the task ends.
@@ -129,7 +129,7 @@ pub(crate) async fn serve_tls_connection(
                 return;
             }
         },
-        _ = ctx.force_close.cancelled() => return,
+        _ = ctx.stop.forced() => return,
         _ = ticket.eviction().closed() => {
             warn!(%peer, "evicted during its TLS handshake: connection closed");
             return;
@@ -170,17 +170,17 @@ async fn serve_halves<R, W>(
         None,
         close.clone(),
     );
-    // Answers of calls run on the worker pool (created only in pool mode).
-    let pooled = match ctx.pool {
-        Some(_) if ctx.dispatch() == Dispatch::Pool => {
-            Some(Arc::new(PoolAnswers::new(transport.max_frame_size)))
-        }
-        _ => None,
-    };
+    // The pool and where its threads put this connection's answers (pool
+    // mode only).
+    let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
+        pool,
+        answers: Arc::new(PoolAnswers::new(transport.max_frame_size)),
+    });
+    let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
 
     let in_flight = Arc::new(InFlight::default());
     // Calls in progress, on this task and on the pool.
-    let calls = || in_flight.get() + pooled.as_ref().map_or(0, |p| p.in_flight());
+    let calls = || in_flight.get() + pooled.map_or(0, |p| p.in_flight());
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
     let mut stopping = false;
@@ -195,8 +195,8 @@ async fn serve_halves<R, W>(
 
     // Created once and pinned, and polled only to register (see `StopWatch`).
     let closed = close.closed();
-    let forced = ctx.force_close.cancelled();
-    let stop = ctx.stopping.cancelled();
+    let forced = ctx.stop.forced();
+    let stop = ctx.stop.stopping();
     let evict = ticket.eviction().closed();
     tokio::pin!(closed, forced, stop, evict);
     let mut watch = StopWatch {
@@ -206,7 +206,7 @@ async fn serve_halves<R, W>(
         evict,
         close: &close,
         eviction: ticket.eviction(),
-        ctx: &ctx,
+        server: &ctx.stop,
         registered: None,
     };
     'serve: loop {
@@ -249,7 +249,7 @@ async fn serve_halves<R, W>(
             called |= frame.header.kind == FrameKind::Request;
             let conn = Conn {
                 ctx: &ctx,
-                pooled: pooled.as_ref(),
+                pool_lane: pool_lane.as_ref(),
                 peer: peer_addr,
                 stopping,
                 evicted: evicted.as_ref(),
@@ -275,7 +275,7 @@ async fn serve_halves<R, W>(
                 }
             }
         }
-        if let Some(pooled) = &pooled {
+        if let Some(pooled) = pooled {
             outbox.take_pooled(pooled);
         }
         call_activity.after_batch(called, calls() > 0, clock);
@@ -336,8 +336,8 @@ async fn serve_halves<R, W>(
                     }
                 }
             }
-            _ = pool_news(pooled.as_deref()) => {
-                if let Some(pooled) = &pooled {
+            _ = pool_news(pooled) => {
+                if let Some(pooled) = pooled {
                     outbox.take_pooled(pooled);
                 }
             }
@@ -372,7 +372,7 @@ async fn serve_halves<R, W>(
     drop(direct);
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
-    if let Some(pooled) = &pooled {
+    if let Some(pooled) = pooled {
         outbox.take_pooled(pooled);
         // Answers of calls still running have nobody to go to.
         pooled.close();
@@ -392,7 +392,7 @@ async fn serve_halves<R, W>(
     }
     let written = tokio::select! {
         biased;
-        _ = ctx.force_close.cancelled() => {
+        _ = ctx.stop.forced() => {
             close.close("server shut down");
             false
         }
@@ -420,7 +420,7 @@ async fn serve_halves<R, W>(
         let drain = async { while let Ok(Some(_)) = reader.next().await {} };
         tokio::select! {
             _ = drain => {}
-            _ = ctx.force_close.cancelled() => {}
+            _ = ctx.stop.forced() => {}
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
@@ -448,305 +448,8 @@ fn answer_too_large<W: AsyncWrite + Unpin>(
     }
 }
 
-/// How long a client may leave answers unread while their requests hold part
-/// of the frame budget (at most; half the idle timeout when shorter); then the
-/// budget goes back to the other connections.
-const BUDGET_STALL: Duration = Duration::from_secs(10);
-
 /// Why a connection closes when the server is forced down.
 const FORCED_CLOSE: &str = "server shut down before this connection's calls finished";
-
-/// What ends or changes a connection's serving loop, other than its socket.
-enum Stop {
-    /// The connection's close signal fired (idle timeout, a write error...).
-    Closed,
-    /// Graceful shutdown: answer new requests `ShuttingDown`.
-    Stopping,
-    /// The server is going down now.
-    Forced,
-    /// The admission table evicted this connection: wind down as when
-    /// `Stopping`, answering `TooManyConnections`.
-    Evicted,
-}
-
-/// The connection's close signal, the server's two stop tokens and the
-/// connection's eviction notice as one `select!` branch, which takes no lock
-/// once it is registered.
-///
-/// `select!` polls every branch each time the read has to wait, and polling
-/// tokio's `Notified` (under `CloseSignal::closed`) or a `CancellationToken`
-/// waiter takes a lock each time: at one call in flight that is once per call,
-/// about 570 instructions per call under callgrind for three waiters that
-/// almost never fire. This polls them once, to register the task's waker (again
-/// only if the waker changes), and otherwise reads what they wait for from the
-/// atomics their senders set *before* notifying: `CloseSignal::is_closed` (of
-/// the connection and of its eviction notice) and `ServerCtx::stop_level`.
-struct StopWatch<'a, C, F, S, E> {
-    closed: Pin<&'a mut C>,
-    forced: Pin<&'a mut F>,
-    stop: Pin<&'a mut S>,
-    evict: Pin<&'a mut E>,
-    close: &'a CloseSignal,
-    eviction: &'a CloseSignal,
-    ctx: &'a ServerCtx,
-    /// The waker the waiters hold.
-    registered: Option<std::task::Waker>,
-}
-
-impl<C, F, S, E> StopWatch<'_, C, F, S, E>
-where
-    C: std::future::Future<Output = ()>,
-    F: std::future::Future<Output = ()>,
-    S: std::future::Future<Output = ()>,
-    E: std::future::Future<Output = ()>,
-{
-    fn poll_stop(&mut self, cx: &mut Context<'_>, stopping: bool) -> Poll<Stop> {
-        if let Some(event) = self.check(stopping) {
-            return Poll::Ready(event);
-        }
-        if !self
-            .registered
-            .as_ref()
-            .is_some_and(|w| w.will_wake(cx.waker()))
-        {
-            // A waiter that completes here has had its flag set first, so the
-            // check below returns and it is never polled again (the serving
-            // loop ends, or stops polling `stop` once stopping).
-            let _ = self.closed.as_mut().poll(cx);
-            let _ = self.forced.as_mut().poll(cx);
-            if !stopping {
-                let _ = self.stop.as_mut().poll(cx);
-                let _ = self.evict.as_mut().poll(cx);
-            }
-            self.registered = Some(cx.waker().clone());
-            if let Some(event) = self.check(stopping) {
-                return Poll::Ready(event);
-            }
-        }
-        Poll::Pending
-    }
-
-    fn check(&self, stopping: bool) -> Option<Stop> {
-        if self.close.is_closed() {
-            return Some(Stop::Closed);
-        }
-        self.server_stop(stopping)
-            .or_else(|| self.evicted(stopping).then_some(Stop::Evicted))
-    }
-
-    /// Whether this connection has been evicted, as news for a loop that is
-    /// `stopping` (already winding down: no news) or not.
-    fn evicted(&self, stopping: bool) -> bool {
-        !stopping && self.eviction.is_closed()
-    }
-
-    /// The server's stop state, as news for a loop that is `stopping` or not.
-    fn server_stop(&self, stopping: bool) -> Option<Stop> {
-        match self.ctx.stop_level.load(Ordering::Acquire) {
-            RUNNING => None,
-            STOPPING if stopping => None,
-            STOPPING => Some(Stop::Stopping),
-            _ => Some(Stop::Forced),
-        }
-    }
-}
-
-/// Completes when the worker pool has news for this connection (never, when
-/// there is no pool).
-///
-/// With calls on the pool and nothing else to do, the task first gives its
-/// CPU away a few times ([`ANSWER_YIELDS`]) before it lets the runtime thread
-/// park: the answer is usually a few microseconds away, on a worker that this
-/// very yield lets run. Parking instead costs the runtime thread a sleep in
-/// `epoll_wait` and the worker an `eventfd` write to wake it — per handful of
-/// answers, the largest single cost of pool dispatch (0.15 context switches per
-/// call on the runtime thread at 1:100, about 0.6 µs per call).
-async fn pool_news(pooled: Option<&PoolAnswers>) {
-    let Some(pooled) = pooled else {
-        return std::future::pending().await;
-    };
-    let mut yields = if pooled.in_flight() > 0 {
-        ANSWER_YIELDS
-    } else {
-        0
-    };
-    std::future::poll_fn(|cx| loop {
-        match pooled.poll_news(cx) {
-            Poll::Pending if yields > 0 => {
-                yields -= 1;
-                std::thread::yield_now();
-            }
-            news => return news,
-        }
-    })
-    .await
-}
-
-/// How many times a connection task waiting only for pool answers yields its
-/// thread before it parks (see [`pool_news`]).
-const ANSWER_YIELDS: u32 = 2;
-
-/// The connection's write side: answers encoded back to back into one buffer,
-/// written with one `write` per batch.
-///
-/// The buffer is written from the front; what the socket does not take stays
-/// for the next attempt. Once it has been written out the buffer is cleared and
-/// reused, so a busy connection encodes its answers without allocating, and
-/// one that grew for a burst of large answers gives the memory back.
-struct Outbox<W> {
-    io: W,
-    buf: BytesMut,
-    /// The frame budget of the large requests whose answers are in `buf`,
-    /// given back once `buf` is written out.
-    held: Vec<Reserved>,
-    /// While `held` is not empty: when the client last took answer bytes.
-    held_progress: Option<tokio::time::Instant>,
-    /// [`BUDGET_STALL`], or half the idle timeout when that is shorter (a
-    /// connection not read for the idle timeout is closed anyway).
-    budget_stall: Duration,
-    /// Bytes at the front of `buf` already written.
-    written: usize,
-    max_frame: usize,
-    max_batch: usize,
-    counters: Arc<IoCounters>,
-}
-
-impl<W: AsyncWrite + Unpin> Outbox<W> {
-    fn new(io: W, transport: &TransportConfig, counters: Arc<IoCounters>) -> Self {
-        Outbox {
-            io,
-            // Empty until the first answer: an idle connection costs nothing here.
-            buf: BytesMut::new(),
-            held: Vec::new(),
-            held_progress: None,
-            budget_stall: BUDGET_STALL.min(transport.idle_timeout / 2),
-            written: 0,
-            max_frame: transport.max_frame_size,
-            max_batch: transport.max_batch_bytes.max(1),
-            counters,
-        }
-    }
-
-    /// Encodes `frame` at the end of the outbox.
-    fn push(&mut self, frame: OutFrame) {
-        encode_answer(&mut self.buf, &frame, self.max_frame);
-    }
-
-    /// Holds a large request's budget until the answers now in the outbox
-    /// are written.
-    fn hold(&mut self, reserved: Option<Reserved>) {
-        if let Some(reserved) = reserved {
-            self.held.push(reserved);
-            self.held_progress
-                .get_or_insert_with(tokio::time::Instant::now);
-        }
-    }
-
-    /// When the budget held for unwritten answers is given back anyway: the
-    /// client has taken no answer byte for [`BUDGET_STALL`] (or half the idle
-    /// timeout, when shorter). `None` while
-    /// nothing is held or nothing waits to be written.
-    fn budget_stall(&self) -> Option<tokio::time::Instant> {
-        if self.held.is_empty() || self.is_empty() {
-            return None;
-        }
-        self.held_progress.map(|at| at + self.budget_stall)
-    }
-
-    /// Gives the held budget back (the answers' memory stays, bounded by this
-    /// connection's high-water mark): a client that does not read must not
-    /// hold the budget every other connection shares.
-    fn give_back_budget(&mut self) -> usize {
-        self.held_progress = None;
-        std::mem::take(&mut self.held).len()
-    }
-
-    /// Moves the answers the worker pool has encoded so far to the end of the
-    /// outbox (when the outbox is empty, the two buffers trade places).
-    fn take_pooled(&mut self, pooled: &PoolAnswers) {
-        if self.is_empty() {
-            self.buf.clear();
-            self.written = 0;
-        }
-        pooled.take(&mut self.buf, &mut self.held, 4 * self.max_batch);
-        if !self.held.is_empty() {
-            self.held_progress
-                .get_or_insert_with(tokio::time::Instant::now);
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.written == self.buf.len()
-    }
-
-    /// Whether more input may be handled: the unwritten answers are below the
-    /// high-water mark.
-    fn has_room(&self) -> bool {
-        self.buf.len() - self.written < 4 * self.max_batch
-    }
-
-    /// Writes until the outbox is empty or the socket would block.
-    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
-        while !self.is_empty() {
-            match Pin::new(&mut self.io).poll_write(cx, &self.buf[self.written..]) {
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Err("write failed: the socket accepted no bytes".into()))
-                }
-                Poll::Ready(Ok(n)) => {
-                    self.written += n;
-                    self.counters.add_out(n as u64);
-                    if !self.held.is_empty() {
-                        self.held_progress = Some(tokio::time::Instant::now());
-                    }
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(format!("write failed: {e}"))),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        // Everything written; TLS may still hold bytes until flushed.
-        match Pin::new(&mut self.io).poll_flush(cx) {
-            Poll::Ready(Err(e)) => return Poll::Ready(Err(format!("flush failed: {e}"))),
-            Poll::Ready(Ok(())) => {}
-            Poll::Pending => return Poll::Pending,
-        }
-        if self.buf.capacity() > 4 * self.max_batch {
-            self.buf = BytesMut::new();
-        } else {
-            self.buf.clear();
-        }
-        self.written = 0;
-        self.held.clear();
-        self.held_progress = None;
-        Poll::Ready(Ok(()))
-    }
-
-    /// Writes what the socket takes now, without waiting (a pending write
-    /// leaves the rest for [`writable`](Self::writable)).
-    async fn write_now(&mut self) -> Result<(), String> {
-        if self.is_empty() {
-            return Ok(());
-        }
-        std::future::poll_fn(|cx| match self.poll_write_out(cx) {
-            Poll::Pending => Poll::Ready(Ok(())),
-            ready => ready,
-        })
-        .await
-    }
-
-    /// Completes when the socket has taken the whole outbox (or failed).
-    async fn writable(&mut self) -> Result<(), String> {
-        std::future::poll_fn(|cx| self.poll_write_out(cx)).await
-    }
-
-    /// Writes what is left, then shuts the write side down.
-    async fn finish(&mut self) -> Result<(), String> {
-        self.writable().await?;
-        self.io
-            .shutdown()
-            .await
-            .map_err(|e| format!("shutdown failed: {e}"))
-    }
-}
 
 /// A call run on the connection task (direct dispatch), minus its request.
 struct DirectCall<'a> {
@@ -773,10 +476,17 @@ impl DirectCall<'_> {
     }
 }
 
+/// A connection's way to the worker pool (pool mode only): the pool, and
+/// where its threads put this connection's answers.
+struct PoolLane<'a> {
+    pool: &'a WorkerPool,
+    answers: Arc<PoolAnswers>,
+}
+
+/// What handling one frame needs to know of its connection.
 struct Conn<'a, 'b> {
     ctx: &'a Arc<ServerCtx>,
-    /// Where pool threads put their answers (pool mode only).
-    pooled: Option<&'a Arc<PoolAnswers>>,
+    pool_lane: Option<&'b PoolLane<'a>>,
     peer: SocketAddr,
     stopping: bool,
     /// Set when the connection was evicted: what new requests are answered.
@@ -857,21 +567,21 @@ impl<'a> Conn<'a, '_> {
             timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64)),
             peer: Some(self.peer),
         };
-        match (&self.ctx.pool, self.pooled) {
-            (Some(pool), Some(pooled)) => {
+        match self.pool_lane {
+            Some(lane) => {
                 let job = PoolJob {
                     ctx: self.ctx.clone(),
                     route: route.clone(),
                     req,
                     received,
-                    reply: Reply::Frame(pooled.reserve(id, raw_ser, reserved)),
+                    reply: Reply::Frame(lane.answers.reserve(id, raw_ser, reserved)),
                 };
-                if let Err(busy) = job.submit(pool, self.ctx, route) {
+                if let Err(busy) = job.submit(lane.pool, self.ctx, route) {
                     answers.push(OutFrame::error(id, raw_ser, &busy));
                 }
                 None
             }
-            _ => Some((
+            None => Some((
                 DirectCall {
                     route,
                     id,

@@ -1,0 +1,102 @@
+//! [`ServerCtx`]: what every task of one server shares, and the [`Dispatcher`]
+//! that says where its calls run.
+//!
+//! One `ServerCtx` is built at start and shared (`Arc`) by the accept loops,
+//! every connection task, the HTTP gateway and every pooled job. Everything in
+//! it is fixed once the server runs, except what is made to be shared: the
+//! [`StopState`], the counters and metrics, the frame budget.
+//!
+//! The dispatch mode is decided once, here: the [`Dispatcher`] either has no
+//! pool or owns the one pool, so code that runs a call matches one value and
+//! cannot find a pool mode without its pool.
+
+use std::sync::Arc;
+
+use rpc_core::{Dispatch, Interceptor, RpcError};
+
+use crate::metrics::Metrics;
+use crate::pool::WorkerPool;
+use crate::router::Router;
+use crate::stats::ServerStats;
+use crate::stop::StopState;
+use crate::ServerConfig;
+
+/// Where the server runs its calls.
+pub(crate) enum Dispatcher {
+    /// On the task that read the call (a connection task, an HTTP connection).
+    Direct,
+    /// On the worker pool's threads.
+    Pool(Arc<WorkerPool>),
+}
+
+impl Dispatcher {
+    /// The dispatcher `config.dispatch` asks for; pool mode starts the pool
+    /// (its threads named `brisk-worker` unless the config names them).
+    pub fn for_config(config: &ServerConfig) -> Result<Dispatcher, RpcError> {
+        match config.dispatch {
+            Dispatch::Direct => Ok(Dispatcher::Direct),
+            Dispatch::Pool => {
+                let mut pool_config = config.pool.clone();
+                if pool_config.name.is_empty() {
+                    pool_config.name = "brisk-worker".into();
+                }
+                let pool = WorkerPool::new(pool_config)
+                    .map_err(|e| RpcError::config("pool", e.to_string()))?;
+                Ok(Dispatcher::Pool(Arc::new(pool)))
+            }
+        }
+    }
+
+    /// The worker pool, in pool mode.
+    pub fn pool(&self) -> Option<&Arc<WorkerPool>> {
+        match self {
+            Dispatcher::Direct => None,
+            Dispatcher::Pool(pool) => Some(pool),
+        }
+    }
+
+    /// The mode, as configured.
+    pub fn mode(&self) -> Dispatch {
+        match self {
+            Dispatcher::Direct => Dispatch::Direct,
+            Dispatcher::Pool(_) => Dispatch::Pool,
+        }
+    }
+}
+
+/// Everything a connection task needs, shared by all of them.
+pub(crate) struct ServerCtx {
+    pub router: Router,
+    pub interceptors: Vec<Arc<dyn Interceptor>>,
+    pub dispatcher: Dispatcher,
+    pub runtime: tokio::runtime::Handle,
+    pub config: ServerConfig,
+    pub stop: StopState,
+    pub stats: Arc<ServerStats>,
+    pub metrics: Metrics,
+    /// Bytes that large request frames may hold at once, across connections
+    /// (`memory.frame_budget`).
+    pub frame_budget: rpc_transport::FrameBudget,
+}
+
+impl ServerCtx {
+    /// The context of a server about to start on the current tokio runtime:
+    /// its dispatcher (and pool) built from `config`, nothing stopped yet.
+    pub fn new(
+        config: ServerConfig,
+        router: Router,
+        interceptors: Vec<Arc<dyn Interceptor>>,
+    ) -> Result<ServerCtx, RpcError> {
+        Ok(ServerCtx {
+            dispatcher: Dispatcher::for_config(&config)?,
+            metrics: Metrics::for_router(&router),
+            frame_budget: rpc_transport::FrameBudget::new(config.memory.frame_budget),
+            router,
+            interceptors,
+            runtime: tokio::runtime::Handle::current(),
+            config,
+            stop: StopState::new(),
+            stats: Arc::new(ServerStats::default()),
+        })
+    }
+}
