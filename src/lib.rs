@@ -4,19 +4,76 @@
 //! worker pool of the Java framework jkrpc made into settings, and a built-in
 //! benchmark suite that reproduces the classic Java NIO/RPC comparisons.
 //!
-//! This facade is the one dependency a user adds. It re-exports the crates:
+//! This facade is the one dependency a user adds.
+//!
+//! # Structure
+//!
+//! The crates sit beside this one at the top of the repository; data flows
+//! down the table (a crate depends only on the ones above it):
 //!
 //! | crate | owns |
 //! |-------|------|
-//! | [`rpc_core`] | `RpcError`, metadata, modes, interceptors, config loading |
-//! | [`codec`] | the frame format and the msgpack / protobuf / json serializers |
-//! | [`transport`] | framed TCP: adaptive reads, coalesced writes, multiplexed connections, heartbeats |
-//! | [`server`] | accept loop, routing, direct / worker-pool dispatch, graceful shutdown |
-//! | [`client`] | reused / pooled / fixed connections, timeouts, retries, interceptors, load balancing and failover |
+//! | [`rpc_core`] | the status table (`Code`, `Status`), `RpcError`, metadata, modes, interceptors, config loading |
+//! | [`codec`] | the frame format, error bodies and the msgpack / protobuf / json serializers |
+//! | [`transport`] | framed TCP: adaptive reads, the client's coalescing writer, multiplexed connections, heartbeats |
 //! | [`registry`] | service registries: a static address list and etcd (feature `etcd`) |
+//! | [`server`] | accept loop, admission, routing, direct / worker-pool dispatch, the reply path, graceful shutdown |
+//! | [`client`] | `Connect` (reused / pooled / fixed), timeouts, retries, interceptors, load balancing and failover |
 //!
-//! and defines [`service!`], which turns one trait into a typed client and a
-//! one-line server registration.
+//! This crate defines [`service!`], which turns one trait into a typed client
+//! and a one-line server registration. The benchmark suite
+//! (`benchmark-service`, unpublished) is built on it.
+//!
+//! # Features
+//!
+//! | feature | default | what it adds | what it pulls in |
+//! |---------|---------|--------------|------------------|
+//! | `tls` | off | TLS for the binary protocol (`tls` in both configs, [`tls`]) | rustls, tokio-rustls |
+//! | `etcd` | off | the etcd registry (`registry = "etcd://…"`) | etcd-client (its build needs `protoc`) |
+//!
+//! rpc-codec's `protobuf` feature (on by default) builds the protobuf
+//! serializer; without it a protobuf body is an error naming the feature.
+//!
+//! # Where a call goes
+//!
+//! A unary call, file by file, in the order it passes through them:
+//!
+//! **Client**
+//! 1. `src/lib.rs` — the typed client [`service!`] generated: one method per
+//!    call, arguments as a tuple.
+//! 2. `rpc-client/src/client.rs` — `Client::call`: serializes the arguments
+//!    (`rpc-codec/src/serializer`), resolves the call's settings once (timeout,
+//!    write mode, hash key, idempotency), runs the client interceptors if any,
+//!    then the attempt loop (`invoke` → `attempt`).
+//! 3. `rpc-client/src/cluster.rs` + `rpc-client/src/balance/` — chooses a
+//!    server (skipping those marked down).
+//! 4. `rpc-client/src/connections/{fixed,pooled,reused}.rs` — a connection to
+//!    it, per `Connect`.
+//! 5. `rpc-transport/src/connection.rs` — `Connection::start` with a
+//!    `SendSpec`: registers the call (`pending.rs`) and offers the frame to
+//!    the writer.
+//! 6. `rpc-transport/src/writer.rs` — encodes the frame (`rpc-codec/src/frame.rs`)
+//!    into the current batch; the writer task writes each batch with one `write`.
+//!
+//! **Server**
+//! 7. `rpc-server/src/server.rs` → `admission.rs` — the accept loop admits the
+//!    connection (or refuses it, `refusal.rs`).
+//! 8. `rpc-server/src/connection/mod.rs` — the connection task reads frames
+//!    (`rpc-transport/src/reader.rs`, `rpc-codec/src/codec.rs`) and routes each
+//!    (`router.rs`).
+//! 9. `rpc-server/src/dispatch.rs` — runs the call: interceptors and handler
+//!    on the connection task (direct), or as a job on the worker pool
+//!    (`pool/`); panics are contained, the outcome recorded (`method_metrics.rs`).
+//! 10. `rpc-server/src/reply/` — the answer frame (`frame.rs`; an error as a
+//!     `Status`, `rpc-codec/src/status_body.rs`); pooled answers come back
+//!     through `pool_answers.rs`; `outbox.rs` writes a batch's answers with one
+//!     `write`.
+//!
+//! **Client, again**
+//! 11. `rpc-transport/src/connection.rs` — the connection's reader task
+//!     completes the pending call by its request id (`pending.rs`).
+//! 12. `rpc-client/src/client.rs` — an error status becomes the caller's
+//!     `RpcError` (`Status::into_error`); an answer is decoded into the result.
 //!
 //! ```no_run
 //! use brisk::{async_trait, Client, RpcError, Server};

@@ -28,6 +28,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod balance;
 pub mod client;
 pub mod cluster;

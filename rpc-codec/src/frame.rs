@@ -61,15 +61,21 @@ impl FrameKind {
 /// The fixed 28-byte header, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
+    /// What the frame is for.
     pub kind: FrameKind,
     /// Raw serializer id: kept raw so that an unknown id can be answered with an error.
     pub serializer: u8,
+    /// Reserved flags byte.
     pub flags: u8,
     /// Raw status byte; see [`Code::from_u8`].
     pub status: u8,
+    /// The call's id on its connection.
     pub request_id: u64,
+    /// The caller's remaining budget in ms (0 = none).
     pub timeout_ms: u32,
+    /// Bytes of the meta section.
     pub meta_len: u32,
+    /// Bytes of the body.
     pub body_len: u32,
 }
 
@@ -186,8 +192,11 @@ fn take_str(raw: &[u8], at: &mut usize, width: usize, what: &str) -> Result<(u32
 /// A decoded frame: header, meta and body (a zero-copy slice of the read buffer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// The fixed header.
     pub header: Header,
+    /// Service, method and metadata (requests; empty otherwise).
     pub meta: Meta,
+    /// Arguments, result, or an error response's status body.
     pub body: Bytes,
 }
 
@@ -229,16 +238,25 @@ impl Frame {
 /// service and method names are never allocated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutFrame {
+    /// What the frame is for.
     pub kind: FrameKind,
+    /// Serializer id of the body.
     pub serializer: u8,
+    /// Reserved, sent as 0.
     pub flags: u8,
     /// The response's code: [`Code::Ok`], or the error's.
     pub status: Code,
+    /// The call's id on its connection (set by the transport for requests).
     pub request_id: u64,
+    /// The caller's remaining budget in ms (0 = none).
     pub timeout_ms: u32,
+    /// The called service (requests only).
     pub service: Cow<'static, str>,
+    /// The called method (requests only).
     pub method: Cow<'static, str>,
+    /// Call metadata (requests only).
     pub metadata: Metadata,
+    /// Serialized arguments or result, or an error's status body.
     pub body: Bytes,
 }
 

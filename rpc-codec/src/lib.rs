@@ -46,6 +46,8 @@
 //!   Without it prost is not built, and a body in serializer id 2 is a
 //!   serialize / deserialize error naming `protobuf`.
 
+#![warn(missing_docs)]
+
 pub mod codec;
 pub mod frame;
 pub mod payload;

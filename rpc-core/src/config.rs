@@ -15,7 +15,9 @@ use crate::RpcError;
 /// File formats a config can be written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigFormat {
+    /// `.toml`
     Toml,
+    /// `.yaml` / `.yml`
     Yaml,
 }
 

@@ -78,7 +78,9 @@ pub enum RpcError {
         "connect to {addr} failed: {reason} (is a brisk server listening there? check the address)"
     )]
     Connect {
+        /// The address dialled.
         addr: String,
+        /// What went wrong, in words.
         reason: String,
         /// The error underneath, when there is one (the `io::Error` of the connect).
         #[source]
@@ -87,32 +89,60 @@ pub enum RpcError {
 
     /// TCP connect did not complete within `connect_timeout`.
     #[error("connect to {addr} timed out after {timeout:?} (raise connect_timeout or check the network)")]
-    ConnectTimeout { addr: String, timeout: Duration },
+    ConnectTimeout {
+        /// The address dialled.
+        addr: String,
+        /// The time it had.
+        timeout: Duration,
+    },
 
     /// The connection broke (peer closed, reset, I/O error, idle timeout) while the call was pending.
     #[error("connection to {peer} closed: {reason}; the call was not answered")]
-    ConnectionClosed { peer: String, reason: String },
+    ConnectionClosed {
+        /// The server address.
+        peer: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
 
     /// Writing the request frame to the socket failed. Frames written with it
     /// in the same batch may have reached the server, so the call may have run.
     #[error("write to {peer} failed: {reason}")]
-    Write { peer: String, reason: String },
+    Write {
+        /// The server address.
+        peer: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
 
     /// The request never left this client: its connection closed, or its
     /// write failed, before the frame was handed to the socket. The server
     /// cannot have run it, so any call may be retried after this.
     #[error("request to {peer} was not sent: {reason}; the server did not run it")]
-    NotSent { peer: String, reason: String },
+    NotSent {
+        /// The server address.
+        peer: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
 
     /// `WriteMode::Sync`: the frame was not flushed within the call's timeout.
     #[error("write to {peer} did not complete within {timeout:?} (the socket is backed up; the server may be stalled)")]
-    WriteTimeout { peer: String, timeout: Duration },
+    WriteTimeout {
+        /// The server address.
+        peer: String,
+        /// The time it had.
+        timeout: Duration,
+    },
 
     /// No response within the call's timeout. The pending entry has been freed.
     #[error("call {service}.{method} timed out after {timeout:?} (raise the timeout per call, per method or in the config)")]
     Timeout {
+        /// The called service.
         service: String,
+        /// The called method.
         method: String,
+        /// The time it had.
         timeout: Duration,
     },
 
@@ -126,7 +156,12 @@ pub enum RpcError {
 
     /// The service exists but has no method with this name.
     #[error("unknown method `{method}` on service `{service}`")]
-    UnknownMethod { service: String, method: String },
+    UnknownMethod {
+        /// The called service.
+        service: String,
+        /// The called method.
+        method: String,
+    },
 
     /// The frame names a serializer id that this side does not implement.
     #[error("unknown serializer id {0} (supported: 1 = msgpack, 2 = protobuf, 3 = json)")]
@@ -134,7 +169,12 @@ pub enum RpcError {
 
     /// A frame announced a size above `max_frame_size`; nothing was allocated for it.
     #[error("frame of {size} bytes exceeds max_frame_size {max} (raise max_frame_size on both sides if this is legitimate)")]
-    FrameTooLarge { size: u64, max: u64 },
+    FrameTooLarge {
+        /// The frame's size in bytes.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
 
     /// Bytes on the wire that are not a valid brisk frame.
     #[error("protocol error: {0}")]
@@ -143,7 +183,9 @@ pub enum RpcError {
     /// A value could not be encoded with the chosen serializer.
     #[error("serialize failed ({serializer}): {reason}")]
     Serialize {
+        /// The serializer's name.
         serializer: &'static str,
+        /// What went wrong, in words.
         reason: String,
         /// The serializer's own error.
         #[source]
@@ -153,7 +195,9 @@ pub enum RpcError {
     /// Bytes could not be decoded into the expected type with the chosen serializer.
     #[error("deserialize failed ({serializer}): {reason} (do client and server agree on the method's types?)")]
     Deserialize {
+        /// The serializer's name.
         serializer: &'static str,
+        /// What went wrong, in words.
         reason: String,
         /// The serializer's own error (none when the server reported it).
         #[source]
@@ -199,12 +243,19 @@ pub enum RpcError {
 
     /// A configuration value is invalid. `key` is the config key as written in the file.
     #[error("invalid config value for `{key}`: {reason}")]
-    Config { key: String, reason: String },
+    Config {
+        /// The config key, as written in the file.
+        key: String,
+        /// What went wrong, in words.
+        reason: String,
+    },
 
     /// Any other I/O failure, with where it happened.
     #[error("i/o error {context}: {reason}")]
     Io {
+        /// What was being done.
         context: String,
+        /// What went wrong, in words.
         reason: String,
         /// The `io::Error` (or other error) underneath, when there is one.
         #[source]

@@ -11,6 +11,8 @@
 //! It must not know about sockets, tasks or thread pools: those belong to
 //! `rpc-transport`, `rpc-server` and `rpc-client`.
 
+#![warn(missing_docs)]
+
 pub mod auth;
 pub mod call;
 pub mod config;

@@ -31,6 +31,8 @@
 //! [`connect`] turns a registry URL (`etcd://127.0.0.1:2379/brisk?ttl_ms=3000`,
 //! see [`RegistryUrl`]) into a registry, which is how config files name one.
 
+#![warn(missing_docs)]
+
 mod discovery;
 #[cfg(feature = "etcd")]
 pub mod etcd;

@@ -61,6 +61,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod admission;
 pub mod config;
 mod connection;

@@ -17,9 +17,13 @@ use crate::method_metrics::MethodMetrics;
 /// routing a call is a lookup and one `Arc` clone, and the method's metrics
 /// travel with it.
 pub struct RouteEntry {
+    /// The service's handler.
     pub handler: Arc<dyn ServiceHandler>,
+    /// The service name.
     pub service: &'static str,
+    /// The method name.
     pub method: &'static str,
+    /// The method's counters and latency histogram.
     pub metrics: MethodMetrics,
 }
 

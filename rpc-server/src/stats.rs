@@ -29,6 +29,7 @@ pub struct ServerStats {
 
 /// A point-in-time copy of [`ServerStats`] (fields as documented there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[allow(missing_docs)] // each field is its `ServerStats` counter, documented there
 pub struct StatsSnapshot {
     pub open_connections: usize,
     pub accepted_connections: u64,

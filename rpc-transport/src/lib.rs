@@ -23,6 +23,8 @@
 //! It knows nothing of services, handlers, pools or load balancing: `rpc-server`
 //! and `rpc-client` build those on top.
 
+#![warn(missing_docs)]
+
 pub mod allocator;
 pub mod budget;
 pub mod close;

@@ -47,8 +47,11 @@ impl Lease {
 
 /// The connections of one client to one address.
 pub enum Connections {
+    /// `reused`: the process-wide connection to the address.
     Reused(ReusedConnection),
+    /// `pooled`: an elastic pool.
     Pooled(PooledConnections),
+    /// `fixed`: a fixed set of connections.
     Fixed(FixedConnections),
 }
 
