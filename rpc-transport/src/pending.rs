@@ -21,10 +21,10 @@
 //!
 //! # Why slots, not a map of one-shot channels
 //!
-//! Each call used to allocate a `oneshot` channel and put its sender in a
-//! `HashMap` keyed by request id: an allocation and a free, a hash insert and
-//! remove, and the channel's own atomics, per call. Now the table is a slab of
-//! slots and **the request id names the slot**: its low 32 bits are the slot
+//! A `oneshot` channel per call in a `HashMap` keyed by request id would cost
+//! an allocation and a free, a hash insert and remove, and the channel's own
+//! atomics, per call. The table is a slab of slots instead, and **the request
+//! id names the slot**: its low 32 bits are the slot
 //! index + 1, its high 32 bits a sequence number bumped per call, so a late
 //! answer to a call that gave up cannot complete the call that reuses its slot.
 //! A slot holds the call's deadline and its state — waiting (with the waker of

@@ -1,7 +1,6 @@
 //! The claims a run can judge, derived from its plan, and the seed 004 framework table.
 //!
-//! The README used to judge each seed's claims by eye ("within noise"). Here the runner states
-//! them from what the plan varies and judges each from the rounds ([`judge`]): with players,
+//! The runner states each seed's claims from what the plan varies and judges each from the rounds ([`judge`]): with players,
 //! "brisk beats every peer" at every point (and "within 1.1× of raw" where the raw ceiling
 //! ran); with brisk settings, the seed's own claims — fixed beats reused, async write lowers
 //! latency, the transfer queue lowers latency, direct beats pool dispatch, persistent

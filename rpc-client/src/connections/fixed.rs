@@ -28,11 +28,11 @@
 //!
 //! A call first asks [`ready`](FixedConnections::ready) for an open connection
 //! without waiting; when the slot it picks is broken, the call goes on to
-//! [`acquire`](FixedConnections::acquire), which reconnects *that* slot. (It
-//! used to pick again, and the second pick stepped on to the next slot — the
-//! open one — so with two connections the broken slot was skipped by every
-//! call and never reconnected while the other stayed open: after a server
-//! restart a client under load ran on one connection of two.) `ready` leaves
+//! [`acquire`](FixedConnections::acquire), which reconnects *that* slot.
+//! Picking again instead would step on to the next (open) slot, so with two
+//! connections the broken one would be skipped by every call and never
+//! reconnected: after a server restart a client under load would run on one
+//! connection of two. `ready` leaves
 //! the broken slot's index for the next `acquire` to take; when several calls
 //! race, each reconnect attempt is one connect under the slot's lock, and any
 //! call that misses the hint picks round-robin, which reaches every slot.

@@ -55,9 +55,9 @@
 //! implement that total order — it treats `SeqCst` loads as `Acquire` and lets
 //! them return stale values (its README, "Limitations"; tokio-rs/loom#180) —
 //! so with loom's atomics as they are, every such handshake is reported as a
-//! (false) lost update. The first version of these models hit exactly that:
-//! a draining worker read `submitted == 0` from before a submit that had
-//! already seen `shutdown == false`, which `SeqCst` forbids.
+//! (false) lost update — e.g. a draining worker reading `submitted == 0` from
+//! before a submit that had already seen `shutdown == false`, which `SeqCst`
+//! forbids.
 //!
 //! The loom wrappers below therefore perform a `SeqCst` *load* as a
 //! read-modify-write that writes the value back unchanged (`fetch_add(0)`,

@@ -5,13 +5,11 @@
 //!
 //! # Why not a lock-free channel
 //!
-//! The first version was a crossbeam channel: no lock on `offer`, but every
-//! offer woke a parked worker, oldest first. At 100 calls in flight the pool
-//! grows to its maximum (Tomcat's rule, 8 × CPUs), a read batch of 40 requests
-//! woke 16 threads on 2 cores, and the profile was context switches
-//! (`finish_task_switch` 14 %) and the channel's waker mutex
-//! (`lock_contended` 7 %). The pool ran at ~1.1× tarpc; capped at 2 threads the
-//! same code ran at 2.2×, so the cost was the wake-ups, not the queue.
+//! A channel that wakes a parked worker on every offer (oldest first) makes
+//! wake-ups the cost: at 100 calls in flight the pool grows to its maximum
+//! (Tomcat's rule, 8 × CPUs) and one read batch of 40 requests wakes 16
+//! threads on 2 cores — context switches and the waker's mutex dominate, not
+//! the queue (the measurements are in BENCHMARKS.md).
 //!
 //! This queue is a `VecDeque` under one mutex, with two rules for wake-ups:
 //!
