@@ -125,8 +125,8 @@ pub mod tls {
     pub use rustls;
 }
 pub use rpc_server::{
-    MemoryConfig, PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig, ServerHandle,
-    WorkerPool,
+    DispatchConfig, MemoryConfig, PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig,
+    ServerHandle, WorkerPool,
 };
 
 /// Re-exports the macro expansion needs; not part of the public API.

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use brisk::codec::{Code, Frame, FrameCodec, OutFrame};
 use brisk::{
-    async_trait, CallOptions, Client, Connect, ConnectType, Dispatch, Interceptor, Next,
-    PoolConfig, PoolHold, QueueKind, RpcError, RpcRequest, RpcResponse, SerializerKind, Server,
-    WriteMode,
+    async_trait, CallOptions, Client, Connect, ConnectType, Dispatch, DispatchConfig, Interceptor,
+    Next, PoolConfig, PoolHold, QueueKind, RpcError, RpcRequest, RpcResponse, SerializerKind,
+    Server, WriteMode,
 };
 use bytes::{Bytes, BytesMut};
 use common::*;
@@ -143,13 +143,13 @@ async fn a_saturated_pool_answers_server_busy_promptly() {
     bounded(30, async {
         for queue in [QueueKind::Blocking, QueueKind::Transfer] {
             let mut config = server_config(Dispatch::Pool, queue);
-            config.pool = PoolConfig {
+            config.dispatch = DispatchConfig::Pool(PoolConfig {
                 core_threads: 1,
                 max_threads: 1,
                 queue_size: 1,
                 queue,
                 ..PoolConfig::default()
-            };
+            });
             let (server, imp) = start(config).await;
             let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
             // Occupy the pool: one running, and the queue bound used up.

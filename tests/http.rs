@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use brisk::{Dispatch, PoolConfig, QueueKind};
+use brisk::{Dispatch, DispatchConfig, PoolConfig, QueueKind};
 use bytes::Bytes;
 use common::*;
 use http_body_util::{BodyExt, Full};
@@ -126,13 +126,13 @@ async fn json_calls_and_every_status_code() {
 async fn a_full_pool_is_503() {
     bounded(30, async {
         let mut config = with_http(Dispatch::Pool, QueueKind::Blocking);
-        config.pool = PoolConfig {
+        config.dispatch = DispatchConfig::Pool(PoolConfig {
             core_threads: 1,
             max_threads: 1,
             queue_size: 1,
             queue: QueueKind::Blocking,
             ..PoolConfig::default()
-        };
+        });
         let (server, imp) = start(config).await;
         let addr = server.http_addr().unwrap();
         let spawn_call = |i: u64| {

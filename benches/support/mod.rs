@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use brisk::{
-    async_trait, Client, ClientConfig, Connect, ConnectType, Dispatch, PoolConfig, QueueKind,
-    RpcError, Server, ServerConfig, ServerHandle, WriteMode,
+    async_trait, Client, ClientConfig, Connect, ConnectType, Dispatch, DispatchConfig, PoolConfig,
+    QueueKind, RpcError, Server, ServerConfig, ServerHandle, WriteMode,
 };
 use bytes::Bytes;
 use criterion::{Criterion, SamplingMode};
@@ -101,11 +101,14 @@ impl LoopbackServer {
             .expect("server runtime");
         let mut config = ServerConfig::default()
             .with_addr("127.0.0.1:0")
-            .with_dispatch(dispatch)
-            .with_pool(PoolConfig {
+            .with_dispatch(dispatch);
+        config.dispatch = DispatchConfig::new(
+            dispatch,
+            PoolConfig {
                 queue,
                 ..PoolConfig::default()
-            });
+            },
+        );
         config.shutdown_grace = Duration::from_secs(1);
         let handle = runtime
             .block_on(

@@ -109,14 +109,22 @@ async fn every_method_in(dispatch: Dispatch) {
     let args = sqlite_args(&dir, dispatch);
     tokio::time::timeout(TEST_TIMEOUT, async {
         let server = start(&args).await.expect("start");
-        assert_eq!(server.config().dispatch, dispatch);
+        assert_eq!(server.config().dispatch.mode(), dispatch);
         assert!(dir.path().join("data/messages.json").exists());
         let text = effective_config_text(&server);
+        // Direct dispatch has no pool: its lines say so instead of the flags' values.
+        let pool_lines: [&str; 2] = match dispatch {
+            Dispatch::Pool => ["transfer", "core 2, max 8"],
+            Dispatch::Direct => [
+                "transfer  (unused: direct dispatch)",
+                "(unused: direct dispatch)",
+            ],
+        };
         for needle in [
             &server.local_addr().to_string(),
             dispatch.name(),
-            "transfer",
-            "core 2, max 8",
+            pool_lines[0],
+            pool_lines[1],
             "io threads       2",
             "max frame size",
             "bench.db",
@@ -327,8 +335,8 @@ fn config_file_then_flags() {
     let toml = write_file(
         &dir,
         "server.toml",
-        "addr = \"127.0.0.1:7001\"\ndispatch = \"direct\"\nmax_connections = 77\n\n\
-         [pool]\ncore_threads = 3\nmax_threads = 6\nqueue = \"blocking\"\nkeep_alive_ms = 500\n",
+        "addr = \"127.0.0.1:7001\"\nmax_connections = 77\n\n\
+         [dispatch]\ntype = \"pool\"\ncore_threads = 3\nmax_threads = 6\nqueue = \"blocking\"\nkeep_alive_ms = 500\n",
     );
     let from_file = ServerArgs {
         config: Some(toml.clone()),
@@ -337,16 +345,28 @@ fn config_file_then_flags() {
     .server_config()
     .unwrap();
     assert_eq!(from_file.addr, "127.0.0.1:7001");
-    assert_eq!(from_file.dispatch, Dispatch::Direct);
+    assert_eq!(from_file.dispatch.mode(), Dispatch::Pool);
     assert_eq!(from_file.max_connections, 77);
-    assert_eq!(from_file.pool.core_threads, 3);
-    assert_eq!(from_file.pool.queue, QueueKind::Blocking);
-    assert_eq!(from_file.pool.keep_alive, Duration::from_millis(500));
+    assert_eq!(
+        from_file
+            .dispatch
+            .pool()
+            .expect("pool dispatch")
+            .core_threads,
+        3
+    );
+    assert_eq!(
+        from_file.dispatch.pool().expect("pool dispatch").queue,
+        QueueKind::Blocking
+    );
+    assert_eq!(
+        from_file.dispatch.pool().expect("pool dispatch").keep_alive,
+        Duration::from_millis(500)
+    );
 
     let overridden = ServerArgs {
         config: Some(toml),
         addr: Some("127.0.0.1:0".into()),
-        dispatch: Some(Dispatch::Pool),
         queue: Some(QueueKind::Transfer),
         max_threads: Some(12),
         queue_size: Some(50),
@@ -356,18 +376,49 @@ fn config_file_then_flags() {
     .server_config()
     .unwrap();
     assert_eq!(overridden.addr, "127.0.0.1:0");
-    assert_eq!(overridden.dispatch, Dispatch::Pool);
+    assert_eq!(overridden.dispatch.mode(), Dispatch::Pool);
     assert_eq!(overridden.max_connections, 77); // from the file
-    assert_eq!(overridden.pool.core_threads, 3); // from the file
-    assert_eq!(overridden.pool.max_threads, 12);
-    assert_eq!(overridden.pool.queue, QueueKind::Transfer);
-    assert_eq!(overridden.pool.queue_size, 50);
-    assert_eq!(overridden.pool.keep_alive, Duration::from_millis(9000));
+    assert_eq!(
+        overridden
+            .dispatch
+            .pool()
+            .expect("pool dispatch")
+            .core_threads,
+        3
+    ); // from the file
+    assert_eq!(
+        overridden
+            .dispatch
+            .pool()
+            .expect("pool dispatch")
+            .max_threads,
+        12
+    );
+    assert_eq!(
+        overridden.dispatch.pool().expect("pool dispatch").queue,
+        QueueKind::Transfer
+    );
+    assert_eq!(
+        overridden
+            .dispatch
+            .pool()
+            .expect("pool dispatch")
+            .queue_size,
+        50
+    );
+    assert_eq!(
+        overridden
+            .dispatch
+            .pool()
+            .expect("pool dispatch")
+            .keep_alive,
+        Duration::from_millis(9000)
+    );
 
     let yaml = write_file(
         &dir,
         "server.yaml",
-        "dispatch: direct\npool:\n  queue_size: 9\n",
+        "dispatch:\n  type: pool\n  queue_size: 9\n",
     );
     let from_yaml = ServerArgs {
         config: Some(yaml),
@@ -375,8 +426,21 @@ fn config_file_then_flags() {
     }
     .server_config()
     .unwrap();
-    assert_eq!(from_yaml.dispatch, Dispatch::Direct);
-    assert_eq!(from_yaml.pool.queue_size, 9);
+    assert_eq!(from_yaml.dispatch.mode(), Dispatch::Pool);
+    assert_eq!(
+        from_yaml.dispatch.pool().expect("pool dispatch").queue_size,
+        9
+    );
+
+    // A flag switches a pool file to direct dispatch: the pool's settings go with it.
+    let direct = ServerArgs {
+        config: Some(dir.path().join("server.toml")),
+        dispatch: Some(Dispatch::Direct),
+        ..ServerArgs::default()
+    }
+    .server_config()
+    .unwrap();
+    assert_eq!(direct.dispatch, brisk::DispatchConfig::Direct);
 }
 
 #[test]
@@ -389,7 +453,10 @@ fn a_single_thread_bound_flag_moves_the_other_bound() {
     .server_config()
     .unwrap();
     assert_eq!(
-        (lowered.pool.core_threads, lowered.pool.max_threads),
+        (
+            lowered.dispatch.pool().expect("pool dispatch").core_threads,
+            lowered.dispatch.pool().expect("pool dispatch").max_threads
+        ),
         (1, 1)
     );
 
@@ -399,7 +466,10 @@ fn a_single_thread_bound_flag_moves_the_other_bound() {
     }
     .server_config()
     .unwrap();
-    assert_eq!(raised.pool.max_threads, 100_000);
+    assert_eq!(
+        raised.dispatch.pool().expect("pool dispatch").max_threads,
+        100_000
+    );
 
     let both = ServerArgs {
         core_threads: Some(5),
@@ -408,7 +478,7 @@ fn a_single_thread_bound_flag_moves_the_other_bound() {
     }
     .server_config()
     .unwrap_err();
-    assert_eq!(config_key_of(&both), "pool");
+    assert_eq!(config_key_of(&both), "dispatch");
     assert!(both.to_string().contains("core_threads"), "{both}");
 }
 
@@ -417,14 +487,22 @@ async fn bad_config_values_are_errors_naming_the_key() {
     let dir = TempDir::new("badconfig");
     tokio::time::timeout(TEST_TIMEOUT, async {
         let cases = [
-            ("queue.toml", "[pool]\nqueue = \"ring\"\n", "pool.queue"),
-            ("dispatch.yaml", "dispatch: threads\n", "dispatch"),
+            (
+                "queue.toml",
+                "[dispatch]\ntype = \"pool\"\nqueue = \"ring\"\n",
+                "dispatch",
+            ),
+            ("dispatch.yaml", "dispatch:\n  type: threads\n", "dispatch"),
             (
                 "type.toml",
                 "max_connections = \"lots\"\n",
                 "max_connections",
             ),
-            ("unknown.toml", "[pool]\nthreads = 4\n", "pool"),
+            (
+                "unknown.toml",
+                "[dispatch]\ntype = \"pool\"\nthreads = 4\n",
+                "dispatch",
+            ),
             ("zero.toml", "max_connections = 0\n", "max_connections"),
         ];
         for (name, text, key) in cases {
@@ -449,7 +527,7 @@ async fn bad_config_values_are_errors_naming_the_key() {
                     queue_size: Some(0),
                     ..sqlite_args(&dir, Dispatch::Pool)
                 },
-                "pool",
+                "dispatch",
             ),
             (
                 ServerArgs {

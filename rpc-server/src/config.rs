@@ -7,19 +7,16 @@
 //! registry = "etcd://127.0.0.1:2379/brisk?ttl_ms=10000"  # optional: register every service
 //! advertise_addr = "10.0.0.5"       # what clients connect to (host or host:port; needed with 0.0.0.0)
 //! weight = 100                      # this server's share of the load
-//! dispatch = "pool"                 # direct | pool
+//! # Where handlers run: on the connection's task (direct), or on the worker
+//! # pool with its own settings (defaults: CPUs core threads, core × 8 max,
+//! # queue_size 100000, keep_alive_ms 60000, queue "transfer").
+//! dispatch = { type = "pool", core_threads = 2, max_threads = 16, queue = "transfer" }
+//! # dispatch = { type = "direct" }
 //! max_connections = 10000         # at the limit the connection longest without a call
 //!                                   # (1 s at least) makes room, else the newcomer is refused
 //! max_connections_per_ip = 100      # optional; default: no per-address cap
 //! max_in_flight_per_connection = 4096
 //! shutdown_grace_ms = 10000
-//!
-//! [pool]
-//! core_threads = 2                  # default: number of CPUs
-//! max_threads = 16                  # default: core × 8
-//! queue_size = 100000
-//! keep_alive_ms = 60000
-//! queue = "transfer"                # blocking | transfer
 //!
 //! [memory]
 //! frame_budget = 268435456          # bytes large request frames may hold, all connections together
@@ -55,10 +52,8 @@ pub struct ServerConfig {
     pub advertise_addr: Option<String>,
     /// This server's relative share of the load, as registered.
     pub weight: u32,
-    /// Where handlers run.
-    pub dispatch: Dispatch,
-    /// The worker pool (used when `dispatch = "pool"`).
-    pub pool: PoolConfig,
+    /// Where handlers run, with the worker pool's settings when it is the pool.
+    pub dispatch: DispatchConfig,
     /// Connections served at once. A connection arriving at the limit takes
     /// the place of the open connection that has gone longest without a call
     /// (pings are not calls), if that is at least 1 s (or `idle_timeout`, when
@@ -99,8 +94,7 @@ impl Default for ServerConfig {
             registry: None,
             advertise_addr: None,
             weight: rpc_registry::DEFAULT_WEIGHT,
-            dispatch: Dispatch::Pool,
-            pool: PoolConfig::default(),
+            dispatch: DispatchConfig::default(),
             max_connections: 10_000,
             max_connections_per_ip: None,
             max_in_flight_per_connection: 4096,
@@ -157,9 +151,10 @@ impl ServerConfig {
         if self.addr.is_empty() {
             return Err(RpcError::config("addr", "must be host:port"));
         }
-        self.pool
-            .validate()
-            .map_err(|reason| RpcError::config("pool", reason))?;
+        if let DispatchConfig::Pool(pool) = &self.dispatch {
+            pool.validate()
+                .map_err(|reason| RpcError::config("dispatch", reason))?;
+        }
         if let Some(url) = &self.registry {
             rpc_registry::RegistryUrl::parse(url)
                 .map_err(|reason| RpcError::config("registry", reason))?;
@@ -209,16 +204,110 @@ impl ServerConfig {
         self
     }
 
-    /// Sets the dispatch mode.
+    /// Sets the dispatch mode; see [`DispatchConfig::set_mode`].
     pub fn with_dispatch(mut self, dispatch: Dispatch) -> Self {
-        self.dispatch = dispatch;
+        self.dispatch.set_mode(dispatch);
         self
     }
 
-    /// Sets the worker pool.
+    /// Runs handlers on a worker pool with these settings.
     pub fn with_pool(mut self, pool: PoolConfig) -> Self {
-        self.pool = pool;
+        self.dispatch = DispatchConfig::Pool(pool);
         self
+    }
+}
+
+/// Where handlers run, with the worker pool's own settings inside pool
+/// dispatch (a setting for a pool that does not run cannot be written).
+///
+/// In a file: `dispatch = { type = "direct" }` or
+/// `dispatch = { type = "pool", core_threads = 4, queue = "blocking" }`
+/// (every pool key has its default).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "DispatchRepr", into = "DispatchRepr")]
+pub enum DispatchConfig {
+    /// On the connection's own task (jkrpc's "handle in the I/O thread").
+    Direct,
+    /// On the Tomcat-style worker pool.
+    Pool(PoolConfig),
+}
+
+/// How [`DispatchConfig`] is written: tagged by `type`, and (unlike a unit
+/// variant) refusing keys of the other mode.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum DispatchRepr {
+    Direct {},
+    Pool(PoolConfig),
+}
+
+impl From<DispatchRepr> for DispatchConfig {
+    fn from(repr: DispatchRepr) -> Self {
+        match repr {
+            DispatchRepr::Direct {} => DispatchConfig::Direct,
+            DispatchRepr::Pool(pool) => DispatchConfig::Pool(pool),
+        }
+    }
+}
+
+impl From<DispatchConfig> for DispatchRepr {
+    fn from(config: DispatchConfig) -> Self {
+        match config {
+            DispatchConfig::Direct => DispatchRepr::Direct {},
+            DispatchConfig::Pool(pool) => DispatchRepr::Pool(pool),
+        }
+    }
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        DispatchConfig::Pool(PoolConfig::default())
+    }
+}
+
+impl DispatchConfig {
+    /// `mode`, with `pool` as the pool's settings when it is pool dispatch.
+    pub fn new(mode: Dispatch, pool: PoolConfig) -> Self {
+        match mode {
+            Dispatch::Direct => DispatchConfig::Direct,
+            Dispatch::Pool => DispatchConfig::Pool(pool),
+        }
+    }
+
+    /// The mode, without its settings.
+    pub fn mode(&self) -> Dispatch {
+        match self {
+            DispatchConfig::Direct => Dispatch::Direct,
+            DispatchConfig::Pool(_) => Dispatch::Pool,
+        }
+    }
+
+    /// The pool's settings, in pool dispatch.
+    pub fn pool(&self) -> Option<&PoolConfig> {
+        match self {
+            DispatchConfig::Pool(pool) => Some(pool),
+            DispatchConfig::Direct => None,
+        }
+    }
+
+    /// The pool's settings to change, in pool dispatch.
+    pub fn pool_mut(&mut self) -> Option<&mut PoolConfig> {
+        match self {
+            DispatchConfig::Pool(pool) => Some(pool),
+            DispatchConfig::Direct => None,
+        }
+    }
+
+    /// Switches to `mode`; a pool already configured keeps its settings,
+    /// a new one starts from the defaults.
+    pub fn set_mode(&mut self, mode: Dispatch) {
+        match (mode, &*self) {
+            (Dispatch::Direct, _) => *self = DispatchConfig::Direct,
+            (Dispatch::Pool, DispatchConfig::Pool(_)) => {}
+            (Dispatch::Pool, DispatchConfig::Direct) => {
+                *self = DispatchConfig::Pool(PoolConfig::default())
+            }
+        }
     }
 }
 
@@ -230,14 +319,15 @@ mod tests {
 
     #[test]
     fn toml_and_yaml_share_keys_and_defaults_are_jkrpcs() {
-        let toml = "dispatch = \"direct\"\nshutdown_grace_ms = 250\n[pool]\ncore_threads = 3\nmax_threads = 9\nqueue = \"blocking\"\nkeep_alive_ms = 1000\n[transport]\nidle_timeout_ms = 5000\n";
-        let yaml = "dispatch: direct\nshutdown_grace_ms: 250\npool:\n  core_threads: 3\n  max_threads: 9\n  queue: blocking\n  keep_alive_ms: 1000\ntransport:\n  idle_timeout_ms: 5000\n";
+        let toml = "shutdown_grace_ms = 250\n[dispatch]\ntype = \"pool\"\ncore_threads = 3\nmax_threads = 9\nqueue = \"blocking\"\nkeep_alive_ms = 1000\n[transport]\nidle_timeout_ms = 5000\n";
+        let yaml = "shutdown_grace_ms: 250\ndispatch:\n  type: pool\n  core_threads: 3\n  max_threads: 9\n  queue: blocking\n  keep_alive_ms: 1000\ntransport:\n  idle_timeout_ms: 5000\n";
         let t: ServerConfig = parse_str(toml, ConfigFormat::Toml).unwrap();
         let y: ServerConfig = parse_str(yaml, ConfigFormat::Yaml).unwrap();
         assert_eq!(t, y);
-        assert_eq!(t.dispatch, Dispatch::Direct);
-        assert_eq!(t.pool.queue, QueueKind::Blocking);
-        assert_eq!(t.pool.keep_alive, Duration::from_secs(1));
+        assert_eq!(t.dispatch.mode(), Dispatch::Pool);
+        let pool = t.dispatch.pool().expect("pool dispatch");
+        assert_eq!(pool.queue, QueueKind::Blocking);
+        assert_eq!(pool.keep_alive, Duration::from_secs(1));
         assert_eq!(t.transport.idle_timeout, Duration::from_secs(5));
         t.validate().unwrap();
 
@@ -245,19 +335,31 @@ mod tests {
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        assert_eq!(d.pool.core_threads, cpus);
-        assert_eq!(d.pool.max_threads, cpus * 8);
-        assert_eq!(d.pool.keep_alive, Duration::from_secs(60));
+        let pool = d.dispatch.pool().expect("pool dispatch by default");
+        assert_eq!(pool.core_threads, cpus);
+        assert_eq!(pool.max_threads, cpus * 8);
+        assert_eq!(pool.keep_alive, Duration::from_secs(60));
     }
 
     #[test]
     fn bad_values_name_their_key() {
-        let err = parse_str::<ServerConfig>("[pool]\nqueue = \"lifo\"\n", ConfigFormat::Toml)
+        let err = parse_str::<ServerConfig>(
+            "[dispatch]\ntype = \"pool\"\nqueue = \"lifo\"\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("`dispatch"), "{err}");
+        assert!(err.to_string().contains("lifo"), "{err}");
+        // A pool setting under direct dispatch is refused.
+        let err = parse_str::<ServerConfig>(
+            "dispatch = { type = \"direct\", core_threads = 3 }\n",
+            ConfigFormat::Toml,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("core_threads"), "{err}");
+        let err = parse_str::<ServerConfig>("dispatch:\n  type: sideways\n", ConfigFormat::Yaml)
             .unwrap_err();
-        assert!(err.to_string().contains("`pool.queue`"), "{err}");
-        let err =
-            parse_str::<ServerConfig>("dispatch: sideways\n", ConfigFormat::Yaml).unwrap_err();
-        assert!(err.to_string().contains("`dispatch`"), "{err}");
+        assert!(err.to_string().contains("`dispatch"), "{err}");
         let c = ServerConfig {
             max_in_flight_per_connection: 0,
             ..ServerConfig::default()
@@ -268,8 +370,10 @@ mod tests {
             .to_string()
             .contains("max_in_flight_per_connection"));
         let mut c = ServerConfig::default();
-        c.pool.core_threads = c.pool.max_threads + 1;
-        assert!(c.validate().unwrap_err().to_string().contains("pool"));
+        if let Some(pool) = c.dispatch.pool_mut() {
+            pool.core_threads = pool.max_threads + 1;
+        }
+        assert!(c.validate().unwrap_err().to_string().contains("`dispatch`"));
         let c = ServerConfig {
             max_connections_per_ip: Some(0),
             ..ServerConfig::default()

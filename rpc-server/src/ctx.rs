@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use rpc_core::{Dispatch, Interceptor, RpcError};
 
+use crate::config::DispatchConfig;
 use crate::metrics::Metrics;
 use crate::pool::WorkerPool;
 use crate::router::Router;
@@ -33,10 +34,10 @@ impl Dispatcher {
     /// The dispatcher `config.dispatch` asks for; pool mode starts the pool
     /// (its threads named `brisk-worker` unless the config names them).
     pub fn for_config(config: &ServerConfig) -> Result<Dispatcher, RpcError> {
-        match config.dispatch {
-            Dispatch::Direct => Ok(Dispatcher::Direct),
-            Dispatch::Pool => {
-                let mut pool_config = config.pool.clone();
+        match &config.dispatch {
+            DispatchConfig::Direct => Ok(Dispatcher::Direct),
+            DispatchConfig::Pool(pool_config) => {
+                let mut pool_config = pool_config.clone();
                 if pool_config.name.is_empty() {
                     pool_config.name = "brisk-worker".into();
                 }

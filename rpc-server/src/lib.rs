@@ -82,7 +82,7 @@ pub mod signals;
 pub mod stats;
 mod stop;
 
-pub use config::{MemoryConfig, ServerConfig};
+pub use config::{DispatchConfig, MemoryConfig, ServerConfig};
 pub use metrics::Metrics;
 pub use pool::{PoolConfig, QueueKind, WorkerPool};
 pub use router::Router;

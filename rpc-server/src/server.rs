@@ -89,9 +89,16 @@ impl ServerBuilder {
         self
     }
 
-    /// Sets the dispatch mode.
+    /// Sets the dispatch mode (a pool already configured keeps its settings).
     pub fn dispatch(mut self, dispatch: Dispatch) -> Self {
-        self.config.dispatch = dispatch;
+        self.config.dispatch.set_mode(dispatch);
+        self
+    }
+
+    /// Runs handlers on a worker pool with these settings (whatever was set
+    /// before by [`config`](Self::config) or [`dispatch`](Self::dispatch)).
+    pub fn pool(mut self, pool: crate::PoolConfig) -> Self {
+        self.config.dispatch = crate::config::DispatchConfig::Pool(pool);
         self
     }
 

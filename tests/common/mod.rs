@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brisk::{
-    async_trait, Dispatch, PoolConfig, QueueKind, RpcError, Server, ServerConfig, ServerHandle,
+    async_trait, Dispatch, DispatchConfig, PoolConfig, QueueKind, RpcError, Server, ServerConfig,
+    ServerHandle,
 };
 use parking_lot::{Condvar, Mutex};
 
@@ -129,10 +130,10 @@ pub fn server_config(dispatch: Dispatch, queue: QueueKind) -> ServerConfig {
         queue,
         ..PoolConfig::default()
     };
-    ServerConfig::default()
-        .with_addr("127.0.0.1:0")
-        .with_dispatch(dispatch)
-        .with_pool(pool)
+    ServerConfig {
+        dispatch: DispatchConfig::new(dispatch, pool),
+        ..ServerConfig::default().with_addr("127.0.0.1:0")
+    }
 }
 
 pub async fn start(config: ServerConfig) -> (ServerHandle, Arc<CalcImpl>) {

@@ -175,30 +175,32 @@ impl ServerArgs {
             config.http_addr = Some(addr.clone());
         }
         if let Some(dispatch) = self.dispatch {
-            config.dispatch = dispatch;
+            config.dispatch.set_mode(dispatch);
         }
-        let pool = &mut config.pool;
-        if let Some(queue) = self.queue {
-            pool.queue = queue;
-        }
-        if let Some(n) = self.core_threads {
-            pool.core_threads = n;
-        }
-        if let Some(n) = self.max_threads {
-            pool.max_threads = n;
-        }
-        if pool.core_threads > pool.max_threads {
-            match (self.core_threads.is_some(), self.max_threads.is_some()) {
-                (false, true) => pool.core_threads = pool.max_threads,
-                (true, false) => pool.max_threads = pool.core_threads,
-                _ => {}
+        // The pool's settings exist only in pool dispatch.
+        if let Some(pool) = config.dispatch.pool_mut() {
+            if let Some(queue) = self.queue {
+                pool.queue = queue;
             }
-        }
-        if let Some(n) = self.queue_size {
-            pool.queue_size = n;
-        }
-        if let Some(ms) = self.keep_alive_ms {
-            pool.keep_alive = Duration::from_millis(ms);
+            if let Some(n) = self.core_threads {
+                pool.core_threads = n;
+            }
+            if let Some(n) = self.max_threads {
+                pool.max_threads = n;
+            }
+            if pool.core_threads > pool.max_threads {
+                match (self.core_threads.is_some(), self.max_threads.is_some()) {
+                    (false, true) => pool.core_threads = pool.max_threads,
+                    (true, false) => pool.max_threads = pool.core_threads,
+                    _ => {}
+                }
+            }
+            if let Some(n) = self.queue_size {
+                pool.queue_size = n;
+            }
+            if let Some(ms) = self.keep_alive_ms {
+                pool.keep_alive = Duration::from_millis(ms);
+            }
         }
         if let Some(url) = &self.registry {
             config.registry = Some(url.clone());
@@ -230,9 +232,9 @@ impl ServerArgs {
             Some(0) => Err(RpcError::config("db-pool-size", "must be at least 1")),
             Some(n) => Ok(n),
             None => {
-                let threads = match config.dispatch {
-                    Dispatch::Pool => config.pool.max_threads,
-                    Dispatch::Direct => self.effective_io_threads()?,
+                let threads = match config.dispatch.pool() {
+                    Some(pool) => pool.max_threads,
+                    None => self.effective_io_threads()?,
                 };
                 Ok(threads.clamp(1, MAX_AUTO_DB_POOL))
             }

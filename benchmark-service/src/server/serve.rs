@@ -12,7 +12,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use brisk::server::ShutdownReport;
-use brisk::Dispatch;
+use brisk::{Dispatch, PoolConfig};
 use tracing::{info, warn};
 
 use crate::players::Player;
@@ -138,8 +138,9 @@ where
 /// keep-alive, I/O threads, max frame size, database and data directory.
 pub fn effective_config_text(server: &StartedServer) -> String {
     let config = server.config();
-    let pool = &config.pool;
-    let unused = if config.dispatch == Dispatch::Direct {
+    let default_pool = PoolConfig::default();
+    let pool = config.dispatch.pool().unwrap_or(&default_pool);
+    let unused = if config.dispatch.mode() == Dispatch::Direct {
         "  (unused: direct dispatch)"
     } else {
         ""
@@ -152,7 +153,7 @@ pub fn effective_config_text(server: &StartedServer) -> String {
             server.local_addr(),
             config.addr
         ),
-        format!("  dispatch         {}", config.dispatch),
+        format!("  dispatch         {}", config.dispatch.mode()),
         format!("  queue            {}{unused}", pool.queue),
         format!(
             "  worker threads   core {}, max {}{unused}",

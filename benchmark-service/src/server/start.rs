@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use brisk::server::ShutdownReport;
-use brisk::{Dispatch, Server, ServerConfig, ServerHandle};
+use brisk::{DispatchConfig, Server, ServerConfig, ServerHandle};
 use tracing::info;
 
 use crate::players::Player;
@@ -122,7 +122,7 @@ impl Drop for StartedPeer {
 /// (the peers run their handlers on the runtime, like brisk's direct dispatch).
 pub async fn start_peer(args: &ServerArgs, player: Player) -> Result<StartedPeer, BenchError> {
     let config = ServerConfig {
-        dispatch: Dispatch::Direct,
+        dispatch: DispatchConfig::Direct,
         ..ServerConfig::default()
     };
     let store = MessageStore::open(args.store_config(&config)?).await?;
