@@ -48,7 +48,7 @@ fn message(size: usize) -> Message {
 /// The serializers that round-trip the message, with its encoded form per size.
 fn working_serializers() -> Vec<(SerializerKind, Vec<Bytes>)> {
     let mut out = Vec::new();
-    for kind in SerializerKind::ALL {
+    for &kind in SerializerKind::ALL {
         let mut encoded = Vec::new();
         for size in SIZES {
             let msg = message(size);

@@ -50,7 +50,7 @@ async fn whoami_load(client: &WhereClient, tasks: usize, each: usize) -> Vec<Str
 async fn a_static_list_spreads_calls_per_balancer() {
     bounded(60, async {
         let servers = three_servers().await;
-        for balancer in Balancer::ALL {
+        for &balancer in Balancer::ALL {
             let client = WhereClient::new(
                 Client::builder()
                     .addrs(addrs(&servers))

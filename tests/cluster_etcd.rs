@@ -124,7 +124,7 @@ async fn registered_servers_are_discovered_and_share_the_load_per_balancer() {
         expected.sort();
         assert_eq!(listed(&registry).await, expected);
 
-        for balancer in Balancer::ALL {
+        for &balancer in Balancer::ALL {
             let client = client(&url, balancer, 2).await;
             assert_eq!(known(&client).await, expected, "{balancer}");
             let counts = tally(whoami_load(&client, 20, 30).await);

@@ -70,7 +70,7 @@ async fn every_connect_type_write_mode_and_dispatch_answers_each_call_correctly(
 async fn every_serializer_works_end_to_end() {
     bounded(30, async {
         let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
-        for ser in SerializerKind::ALL {
+        for &ser in SerializerKind::ALL {
             let c = Client::builder()
                 .addr(server.local_addr().to_string())
                 .serializer(ser)

@@ -77,16 +77,11 @@ impl TokenAuth {
     }
 }
 
-/// Compares `a` and `b` in time that depends only on their lengths.
+/// Compares `a` and `b` in time that depends only on their lengths (subtle's
+/// `ConstantTimeEq`: no early exit on the first differing byte).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() ^ b.len()) as u64;
-    let n = a.len().max(b.len());
-    for i in 0..n {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= u64::from(x ^ y);
-    }
-    std::hint::black_box(diff) == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.ct_eq(b))
 }
 
 #[async_trait]

@@ -21,6 +21,7 @@ pub mod handler;
 pub mod interceptor;
 pub mod metadata;
 pub mod modes;
+pub mod named_enum;
 pub mod serializer;
 pub mod status;
 

@@ -40,20 +40,9 @@ fn parse_name<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> 
     s.trim().parse()
 }
 
-fn parse_write_mode(s: &str) -> Result<WriteMode, String> {
-    s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
-}
-
-fn parse_serializer(s: &str) -> Result<SerializerKind, String> {
-    s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
-}
-
-fn parse_dispatch(s: &str) -> Result<Dispatch, String> {
-    s.trim().parse().map_err(|e: brisk::RpcError| e.to_string())
-}
-
-fn parse_queue(s: &str) -> Result<QueueKind, String> {
-    s.trim().parse()
+/// A brisk setting (write mode, serializer, dispatch, queue) read by its `FromStr`.
+fn parse_setting<T: std::str::FromStr<Err = brisk::RpcError>>(s: &str) -> Result<T, String> {
+    s.parse().map_err(|e: brisk::RpcError| e.to_string())
 }
 
 /// Which boxed report to print per scene.
@@ -182,11 +171,11 @@ pub struct ClientArgs {
     pub connections: Option<Vec<u32>>,
 
     /// Write completion: sync, async [default: async]
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_write_mode)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<WriteMode>)]
     pub write_mode: Option<Vec<WriteMode>>,
 
     /// Serializers: msgpack, protobuf, json [default: msgpack]
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_serializer)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<SerializerKind>)]
     pub serializer: Option<Vec<SerializerKind>>,
 
     /// Echo payload sizes in bytes, e.g. 1024,10k,100KiB [default: 1024]
@@ -194,11 +183,11 @@ pub struct ClientArgs {
     pub payload: Option<Vec<u64>>,
 
     /// Server dispatch: direct, pool (one server per value) [default: pool]
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_dispatch)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<Dispatch>)]
     pub dispatch: Option<Vec<Dispatch>>,
 
     /// Server worker-pool queue: blocking, transfer (one server per value) [default: transfer]
-    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_queue)]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<QueueKind>)]
     pub queue: Option<Vec<QueueKind>>,
 
     /// Warm-up requests before each round in count mode [default: 1000]

@@ -23,68 +23,23 @@ mod least_active;
 mod random;
 mod round_robin;
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
-
 pub use consistent_hash::{key_hash, HashRing, VIRTUAL_NODES};
 pub use round_robin::RoundRobin;
 
-/// The load-balancing policy of a client (config key `balancer`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Balancer {
-    /// Weighted random.
-    #[default]
-    Random,
-    /// Smooth weighted round robin.
-    RoundRobin,
-    /// Consistent hash of [`CallOptions::hash_key`](crate::CallOptions::hash_key)
-    /// (weighted random for calls without a key).
-    ConsistentHash,
-    /// Fewest calls in flight, ties broken by weighted random.
-    LeastActive,
-}
-
-impl Balancer {
-    /// Every balancer, in config spelling order.
-    pub const ALL: [Balancer; 4] = [
-        Balancer::Random,
-        Balancer::RoundRobin,
-        Balancer::ConsistentHash,
-        Balancer::LeastActive,
-    ];
-
-    /// The config spelling (`round_robin`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Balancer::Random => "random",
-            Balancer::RoundRobin => "round_robin",
-            Balancer::ConsistentHash => "consistent_hash",
-            Balancer::LeastActive => "least_active",
-        }
-    }
-}
-
-impl fmt::Display for Balancer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Balancer {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Balancer::ALL
-            .into_iter()
-            .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown balancer `{s}` (random, round_robin, consistent_hash, least_active)"
-                )
-            })
+rpc_core::named_enum! {
+    /// The load-balancing policy of a client (config key `balancer`).
+    #[derive(Default)]
+    pub enum Balancer: "balancer" {
+        /// Weighted random.
+        #[default]
+        Random => "random",
+        /// Smooth weighted round robin.
+        RoundRobin => "round_robin",
+        /// Consistent hash of [`CallOptions::hash_key`](crate::CallOptions::hash_key)
+        /// (weighted random for calls without a key).
+        ConsistentHash => "consistent_hash",
+        /// Fewest calls in flight, ties broken by weighted random.
+        LeastActive => "least_active",
     }
 }
 
@@ -229,13 +184,14 @@ pub(crate) mod tests {
 
     #[test]
     fn names_round_trip() {
-        for b in Balancer::ALL {
+        for &b in Balancer::ALL {
             assert_eq!(b.name().parse::<Balancer>().unwrap(), b);
             assert_eq!(b.to_string(), b.name());
         }
         assert!("fastest"
             .parse::<Balancer>()
             .unwrap_err()
+            .to_string()
             .contains("round_robin"));
     }
 
@@ -270,7 +226,7 @@ pub(crate) mod tests {
     #[test]
     fn one_node_is_picked_without_asking_the_balancer() {
         let ns = nodes(&[5]);
-        for balancer in Balancer::ALL {
+        for &balancer in Balancer::ALL {
             let picker = Picker::new(balancer, &ns);
             assert_eq!(picker.pick(&ns, Some("k"), |_| true), Some(0));
             assert_eq!(picker.pick(&ns, Some("k"), |_| false), None);

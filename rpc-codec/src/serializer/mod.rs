@@ -197,7 +197,8 @@ impl BodyCodec for SerializerKind {
 #[cfg(test)]
 pub(crate) fn built_in() -> impl Iterator<Item = SerializerKind> {
     SerializerKind::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|s| cfg!(feature = "protobuf") || *s != SerializerKind::Protobuf)
 }
 
@@ -320,7 +321,7 @@ mod tests {
 
     #[test]
     fn ids_and_names() {
-        for s in SerializerKind::ALL {
+        for &s in SerializerKind::ALL {
             assert_eq!(SerializerKind::from_id(s.id()).unwrap(), s);
             assert_eq!(s.name().parse::<SerializerKind>().unwrap(), s);
         }

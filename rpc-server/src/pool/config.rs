@@ -6,53 +6,25 @@
 
 use std::fmt;
 use std::io;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::Task;
 
-/// Which queue sits between submitters and workers. See the [module
-/// docs](super) for the trade-offs.
-///
-/// Written `"blocking"` / `"transfer"` in config files (serde) and accepted
-/// that way by [`FromStr`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum QueueKind {
-    /// Mutex + condvar FIFO (Java `LinkedBlockingQueue`), bounded by
-    /// `queue_size` queued tasks.
-    Blocking,
-    /// Lock-free hand-off channel (Java `LinkedTransferQueue`, as in Motan),
-    /// bounded by `queue_size + max_threads` submitted-but-unfinished tasks.
-    #[default]
-    Transfer,
-}
-
-impl fmt::Display for QueueKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            QueueKind::Blocking => "blocking",
-            QueueKind::Transfer => "transfer",
-        })
-    }
-}
-
-impl FromStr for QueueKind {
-    type Err = String;
-
-    /// Parses `"blocking"` or `"transfer"` (ASCII case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.eq_ignore_ascii_case("blocking") {
-            Ok(QueueKind::Blocking)
-        } else if s.eq_ignore_ascii_case("transfer") {
-            Ok(QueueKind::Transfer)
-        } else {
-            Err(format!(
-                "unknown queue kind {s:?} (expected \"blocking\" or \"transfer\")"
-            ))
-        }
+rpc_core::named_enum! {
+    /// Which queue sits between submitters and workers. See the [module
+    /// docs](super) for the trade-offs.
+    #[derive(Default)]
+    pub enum QueueKind: "queue" {
+        /// Mutex + condvar FIFO (Java `LinkedBlockingQueue`), bounded by
+        /// `queue_size` queued tasks.
+        Blocking => "blocking",
+        /// Hand-off queue waking the most recently parked worker (Java
+        /// `LinkedTransferQueue`, as in Motan), bounded by
+        /// `queue_size + max_threads` submitted-but-unfinished tasks.
+        #[default]
+        Transfer => "transfer",
     }
 }
 
