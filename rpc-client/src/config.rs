@@ -37,18 +37,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::balance::Balancer;
 use crate::connect::Connect;
-
-/// How long a pooled connection is held by one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PoolHold {
-    /// Only while the request is written (jkrpc): the response comes back on the
-    /// connection by request id while others already use it.
-    #[default]
-    Write,
-    /// Until the response arrives (Kitex/volo): one call per connection at a time.
-    Response,
-}
+pub use crate::connect::PoolHold;
 
 /// One entry of a static server list: `"host:port"`, or
 /// `{ addr = "host:port", weight = 200 }` in a config file.

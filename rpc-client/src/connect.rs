@@ -19,7 +19,17 @@ use std::time::Duration;
 use rpc_core::{ConnectType, RpcError};
 use serde::{Deserialize, Serialize};
 
-use crate::config::PoolHold;
+/// How long a pooled connection is held by one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolHold {
+    /// Only while the request is written (jkrpc): the response comes back on the
+    /// connection by request id while others already use it.
+    #[default]
+    Write,
+    /// Until the response arrives (Kitex/volo): one call per connection at a time.
+    Response,
+}
 
 /// How connections to a server are held; see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
