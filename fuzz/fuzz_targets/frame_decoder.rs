@@ -20,7 +20,9 @@ fuzz_target!(|data: &[u8]| {
             match codec.decode(&mut buf) {
                 Ok(Some(frame)) => {
                     let _ = frame.meta.service();
-                    let _ = frame.status();
+                    let _ = frame.code();
+                    // An error response's body is decoded as a status (status_body).
+                    let _ = frame.error_status();
                 }
                 Ok(None) => break,
                 Err(_) => return,
