@@ -3,14 +3,17 @@
 //! This crate moves frames between two peers and nothing else. It owns:
 //!
 //! - [`FrameReader`]: reads frames through an [`AdaptiveReadBuffer`] that grows
-//!   under load and shrinks when idle (seed 002 traced a throughput dip to a
-//!   fixed read-buffer strategy); reads a large frame into an allocation of its
+//!   under load and shrinks when idle (a fixed read size dips at large
+//!   payloads); reads a large frame into an allocation of its
 //!   own, reserved from a [`FrameBudget`]; announces an over-size frame as
 //!   [`Inbound::TooLarge`] and skips its bytes, so it costs one call, not the
 //!   connection;
 //! - [`FrameWriter`]: a connection's write buffer, which callers encode their
 //!   frames into, and the writer task that writes everything queued with one
-//!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out;
+//!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out.
+//!   This is the client side's writer (many caller tasks share a connection);
+//!   a server connection has one producer and coalesces its own answers (see
+//!   rpc-server's `reply` module), using [`FrameReader`] and the budget from here;
 //! - [`Connection`]: the client side of a multiplexed connection — a pending
 //!   table whose slots the request ids name, taken *before* the write, completed
 //!   by the reader, failed all at once when the connection breaks;

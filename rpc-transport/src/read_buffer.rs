@@ -5,7 +5,8 @@
 //! once; two reads in a row that would have fit one step lower shrink it by one.
 //! On top of that, when the decoder already knows a large frame's total size, the
 //! buffer reserves exactly that once instead of growing through many small reads
-//! (the "dip" seed 002 saw with a fixed strategy). When the buffer is empty and
+//! (growing through small reads is what makes a fixed strategy dip at large
+//! payloads). When the buffer is empty and
 //! much larger than the current read size, it is released, so an idle
 //! connection holds only `min` bytes.
 //!
@@ -226,8 +227,8 @@ impl AdaptiveReadBuffer {
             // Move to a previous allocation whose frames are gone, else to a
             // fresh one sized for this read; either way only the partial
             // frame is copied over (`BytesMut::reserve` would `realloc` the
-            // old one, copying every byte already consumed along with it:
-            // callgrind at 10:100:1024, one read in five, 7 % of the server).
+            // old one, copying every byte already consumed along with it, a
+            // cost that shows at many calls in flight).
             let needed = self.buf.len() + enough;
             let reusable = self
                 .spares

@@ -1,0 +1,200 @@
+//! Tests of the reader.
+
+use super::*;
+use bytes::Bytes;
+use rpc_codec::{FrameKind, OutFrame};
+use tokio::io::AsyncWriteExt;
+
+fn request(id: u64, body: usize) -> Vec<u8> {
+    let f = OutFrame::request(id, 1, "S", "m", Bytes::from(vec![7u8; body]));
+    let mut b = BytesMut::new();
+    f.encode(&mut b, usize::MAX).unwrap();
+    b.to_vec()
+}
+
+fn frame(inbound: Option<Inbound>) -> Frame {
+    match inbound {
+        Some(Inbound::Frame(f, _)) => f,
+        other => panic!("expected a frame, got {other:?}"),
+    }
+}
+
+fn frame_and_reservation(inbound: Option<Inbound>) -> (Frame, Option<Reserved>) {
+    match inbound {
+        Some(Inbound::Frame(f, r)) => (f, r),
+        other => panic!("expected a frame, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_over_size_frame_is_announced_and_skipped_and_the_next_one_read() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let mut reader = FrameReader::new(rx, 4096, 512, 1024);
+    let mut bytes = request(1, 10);
+    bytes.extend(request(2, 100_000));
+    bytes.extend(request(3, 20));
+    let writer = tokio::spawn(async move {
+        tx.write_all(&bytes).await.unwrap();
+        tx
+    });
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    match reader.next().await.unwrap() {
+        Some(Inbound::TooLarge { header, max }) => {
+            assert_eq!(header.request_id, 2);
+            assert_eq!(header.kind, FrameKind::Request);
+            assert_eq!(max, 4096);
+            let err = Inbound::too_large_error(&header, max);
+            assert!(matches!(err, RpcError::FrameTooLarge { max: 4096, .. }));
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    let third = frame(reader.next().await.unwrap());
+    assert_eq!(third.header.request_id, 3);
+    assert_eq!(third.body.len(), 20);
+    assert!(
+        reader.buffer_capacity() < 64 << 10,
+        "the skipped frame was never buffered: {}",
+        reader.buffer_capacity()
+    );
+    drop(writer.await.unwrap());
+    assert!(reader.next().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_large_frame_owns_its_allocation_and_the_budget_while_held() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let budget = FrameBudget::new(1 << 20);
+    let mut reader = FrameReader::new(rx, 16 << 20, 512, 4096).with_budget(budget.clone());
+    let mut bytes = request(1, 300_000);
+    bytes.extend(request(2, 10));
+    tokio::spawn(async move {
+        tx.write_all(&bytes).await.unwrap();
+        // Keep the stream open.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let (big, reserved) = frame_and_reservation(reader.next().await.unwrap());
+    assert!(reserved.is_some());
+    assert_eq!(big.body.len(), 300_000);
+    assert!(
+        budget.available() <= (1 << 20) - 300_000,
+        "reserved while held"
+    );
+    let small = frame(reader.next().await.unwrap());
+    assert_eq!(small.header.request_id, 2);
+    assert!(
+        reader.buffer_capacity() < 64 << 10,
+        "the reader does not keep the large frame's memory: {}",
+        reader.buffer_capacity()
+    );
+    drop(big);
+    drop(reserved);
+    assert_eq!(
+        budget.available(),
+        1 << 20,
+        "given back with the reservation"
+    );
+}
+
+#[tokio::test]
+async fn a_spent_budget_holds_the_next_large_frame_until_bytes_come_back() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let budget = FrameBudget::new(400_000);
+    let mut reader = FrameReader::new(rx, 16 << 20, 512, 4096).with_budget(budget);
+    let mut bytes = request(1, 300_000);
+    bytes.extend(request(2, 300_000));
+    tokio::spawn(async move {
+        tx.write_all(&bytes).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let first = frame_and_reservation(reader.next().await.unwrap());
+    // The second does not fit beside the first: next() waits, and a
+    // cancelled wait loses nothing.
+    for _ in 0..3 {
+        let waited = tokio::time::timeout(Duration::from_millis(30), reader.next()).await;
+        assert!(waited.is_err(), "the second frame waits for the budget");
+    }
+    drop(first);
+    let second = tokio::time::timeout(Duration::from_secs(5), reader.next())
+        .await
+        .expect("read once the first frame is gone");
+    assert_eq!(frame(second.unwrap()).header.request_id, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budgeted_frame_that_stalls_closes_the_connection_and_gives_its_budget_back() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let budget = FrameBudget::new(1 << 20);
+    let mut reader = FrameReader::new(rx, 16 << 20, 512, 4096).with_budget(budget.clone());
+    let bytes = request(1, 300_000);
+    // The header and a little of the body, then nothing (the peer stays).
+    tx.write_all(&bytes[..1000]).await.unwrap();
+    let started = tokio::time::Instant::now();
+    let err = reader.next().await.unwrap_err();
+    let waited = started.elapsed();
+    assert!(err.to_string().contains("too slowly"), "{err}");
+    assert!(
+        waited >= large_frame_deadline(bytes.len())
+            && waited < large_frame_deadline(bytes.len()) * 2,
+        "closed after {waited:?}"
+    );
+    drop(reader);
+    assert_eq!(budget.available(), 1 << 20, "the share is back");
+    drop(tx);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_reader_lets_its_buffer_go() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 20);
+    let mut reader = FrameReader::new(rx, 16 << 20, 512, 1 << 20);
+    // Frames of 200 KiB grow the read buffer past IDLE_KEEP.
+    for id in 1..=3 {
+        tx.write_all(&request(id, 200 << 10)).await.unwrap();
+        drop(frame(reader.next().await.unwrap()));
+    }
+    assert!(
+        reader.buffer_capacity() > IDLE_KEEP,
+        "grown: {}",
+        reader.buffer_capacity()
+    );
+    // Nothing arrives for a while.
+    let waited = tokio::time::timeout(IDLE_RELEASE * 3, reader.next()).await;
+    assert!(waited.is_err());
+    assert!(
+        reader.buffer_capacity() <= IDLE_KEEP,
+        "released: {}",
+        reader.buffer_capacity()
+    );
+    // And it still reads.
+    tx.write_all(&request(9, 10)).await.unwrap();
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 9);
+}
+
+#[tokio::test]
+async fn every_read_counts_as_activity() {
+    let (mut tx, rx) = tokio::io::duplex(64);
+    let activity = Arc::new(Activity::default());
+    let mut reader = FrameReader::new(rx, 1 << 20, 512, 4096).with_activity(activity.clone());
+    let bytes = request(1, 1000);
+    let writer = tokio::spawn(async move {
+        for chunk in bytes.chunks(100) {
+            tx.write_all(chunk).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+    });
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    writer.await.unwrap();
+    assert!(
+        activity.get() > 1,
+        "one frame, several reads: {}",
+        activity.get()
+    );
+}
+
+#[tokio::test]
+async fn garbage_is_still_an_error() {
+    let (mut tx, rx) = tokio::io::duplex(64);
+    let mut reader = FrameReader::new(rx, 1 << 20, 512, 4096);
+    tx.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+    let err = reader.next().await.unwrap_err();
+    assert!(err.to_string().contains("bad magic"), "{err}");
+}

@@ -1,0 +1,212 @@
+//! Tests of the writer.
+
+use super::*;
+use tokio::io::AsyncReadExt;
+
+fn config(capacity: usize) -> TransportConfig {
+    TransportConfig {
+        write_queue_capacity: capacity,
+        ..TransportConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn queued_frames_are_written_in_order_and_acked() {
+    let (client, mut server) = tokio::io::duplex(1 << 20);
+    let close = Arc::new(CloseSignal::new());
+    let writer = FrameWriter::spawn(client, &config(16), close.clone(), "test".into());
+    for id in 1..=5 {
+        let ping = OutFrame::control(FrameKind::Ping, id);
+        assert_eq!(writer.offer(&ping).unwrap(), Offer::Queued);
+        // The writer task has not run yet: the batch is gathering.
+        assert_eq!(writer.queued_frames(), id as usize);
+    }
+    let (ack, acked) = oneshot::channel();
+    writer
+        .send(&OutFrame::control(FrameKind::Ping, 6), Some(ack))
+        .await
+        .unwrap();
+    acked.await.unwrap().unwrap();
+    let len = OutFrame::control(FrameKind::Ping, 0).encoded_len();
+    let mut bytes = vec![0u8; 6 * len];
+    server.read_exact(&mut bytes).await.unwrap();
+    let mut expected = BytesMut::new();
+    for id in 1..=6 {
+        OutFrame::control(FrameKind::Ping, id)
+            .encode(&mut expected, usize::MAX)
+            .unwrap();
+    }
+    assert_eq!(bytes, expected.to_vec());
+    close.close("test over");
+}
+
+#[tokio::test]
+async fn a_full_buffer_pushes_back_until_the_writer_drains() {
+    // A peer that does not read: the pipe fills, the writer blocks in its
+    // write, and the buffer behind it fills up to its bound.
+    let (client, mut server) = tokio::io::duplex(64);
+    let close = Arc::new(CloseSignal::new());
+    let writer = FrameWriter::spawn(client, &config(2), close.clone(), "test".into());
+    let ping = OutFrame::control(FrameKind::Ping, 1);
+    let mut full = false;
+    for _ in 0..100 {
+        if writer.offer(&ping).unwrap() == Offer::Full {
+            full = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(full, "the bound of 2 frames was never reached");
+    // A full buffer is no batch to join (see `fixed` connections).
+    assert_eq!(writer.queued_frames(), usize::MAX);
+    assert!(writer.try_send(&ping).is_err());
+    // Waiting for room succeeds once the peer reads.
+    let waiting = tokio::spawn({
+        let writer = writer.clone();
+        async move { writer.send(&ping, None).await }
+    });
+    let mut sink = vec![0u8; 4096];
+    let reader = tokio::spawn(async move {
+        loop {
+            match server.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    });
+    waiting.await.unwrap().unwrap();
+    // The writer took the full buffer: the count is a count again.
+    assert!(writer.queued_frames() <= 1);
+    close.close("test over");
+    drop(writer);
+    reader.abort();
+}
+
+#[tokio::test]
+async fn the_buffer_is_also_bounded_in_bytes() {
+    // The peer never reads: after the first write fills the pipe, frames
+    // stay in the buffer until the byte high-water mark (16 × 16 bytes).
+    let (client, _server) = tokio::io::duplex(64);
+    let close = Arc::new(CloseSignal::new());
+    let config = TransportConfig {
+        write_queue_capacity: 1000,
+        max_batch_bytes: 16,
+        ..TransportConfig::default()
+    };
+    let writer = FrameWriter::spawn(client, &config, close.clone(), "test".into());
+    let frame = OutFrame::response(1, 0, bytes::Bytes::from(vec![7u8; 100]));
+    let mut queued = 0;
+    for _ in 0..1000 {
+        match writer.offer(&frame).unwrap() {
+            Offer::Queued => queued += 1,
+            Offer::Full => break,
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        (2..10).contains(&queued),
+        "{queued} frames of {} bytes queued against a 256-byte mark",
+        frame.encoded_len()
+    );
+    assert!(writer.shared().queue.lock().buf.len() <= 256 + frame.encoded_len());
+    close.close("test over");
+}
+
+#[tokio::test]
+async fn a_frame_larger_than_the_mark_goes_alone() {
+    let (client, mut server) = tokio::io::duplex(1 << 16);
+    let close = Arc::new(CloseSignal::new());
+    let config = TransportConfig {
+        max_batch_bytes: 16,
+        ..TransportConfig::default()
+    };
+    let writer = FrameWriter::spawn(client, &config, close.clone(), "test".into());
+    let big = OutFrame::response(1, 0, bytes::Bytes::from(vec![1u8; 1000]));
+    assert_eq!(writer.offer(&big).unwrap(), Offer::Queued);
+    let mut bytes = vec![0u8; big.encoded_len()];
+    server.read_exact(&mut bytes).await.unwrap();
+    close.close("test over");
+}
+
+#[tokio::test]
+async fn closing_fails_queued_acks_and_later_offers() {
+    let (client, _server) = tokio::io::duplex(64);
+    let close = Arc::new(CloseSignal::new());
+    let writer = FrameWriter::spawn(client, &config(64), close.clone(), "peer-x".into());
+    // Fill the pipe so that later frames stay queued.
+    let big = OutFrame::control(FrameKind::Ping, 1);
+    for _ in 0..32 {
+        let _ = writer.offer(&big);
+        tokio::task::yield_now().await;
+    }
+    let (ack, acked) = oneshot::channel();
+    let mut ack = Some(ack);
+    let _ = writer.shared().offer(&big, &mut ack);
+    close.close("closed by the test");
+    let err = acked.await.unwrap().unwrap_err();
+    assert!(err.to_string().contains("closed by the test"), "{err}");
+    // The task has stopped: nothing can be queued any more.
+    for _ in 0..10 {
+        if writer.offer(&big).is_err() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("offers still accepted after close");
+}
+
+#[tokio::test]
+async fn stop_unsent_names_the_requests_that_never_left() {
+    // A peer that does not read: the first batch fills the pipe, the rest
+    // stays queued.
+    let (client, _server) = tokio::io::duplex(64);
+    let close = Arc::new(CloseSignal::new());
+    let writer = FrameWriter::spawn(client, &config(1000), close.clone(), "peer-y".into());
+    let mut offered = Vec::new();
+    for id in 1..=50u64 {
+        let mut f = OutFrame::request(id, 1, "S", "m", bytes::Bytes::from(vec![0u8; 40]));
+        f.request_id = id;
+        if writer.offer(&f).unwrap() == Offer::Queued {
+            offered.push(id);
+        }
+        tokio::task::yield_now().await;
+    }
+    let (ack, acked) = oneshot::channel();
+    let last = OutFrame::request(99, 1, "S", "m", bytes::Bytes::new());
+    let mut ack = Some(ack);
+    assert_eq!(
+        writer.shared().offer(&last, &mut ack).unwrap(),
+        Offer::Queued
+    );
+    close.close("closed by the test");
+    let unsent = writer.stop_unsent();
+    assert!(unsent.contains(&99), "{unsent:?}");
+    assert!(
+        !unsent.contains(&1),
+        "the first batch was taken for writing"
+    );
+    assert!(unsent.iter().all(|id| *id == 99 || offered.contains(id)));
+    let err = acked.await.unwrap().unwrap_err();
+    assert!(matches!(err, RpcError::NotSent { .. }), "{err:?}");
+    let later = writer.offer(&last).unwrap_err();
+    assert!(matches!(later, RpcError::NotSent { .. }), "{later:?}");
+}
+
+#[tokio::test]
+async fn dropping_every_handle_flushes_then_shuts_down() {
+    let (client, mut server) = tokio::io::duplex(1 << 16);
+    let close = Arc::new(CloseSignal::new());
+    let writer = FrameWriter::spawn(client, &config(16), close.clone(), "test".into());
+    writer
+        .offer(&OutFrame::control(FrameKind::Ping, 9))
+        .unwrap();
+    drop(writer);
+    let mut bytes = Vec::new();
+    server.read_to_end(&mut bytes).await.unwrap();
+    assert_eq!(
+        bytes.len(),
+        OutFrame::control(FrameKind::Ping, 9).encoded_len()
+    );
+    close.closed().await;
+    assert!(close.reason().contains("every handle was dropped"));
+}
