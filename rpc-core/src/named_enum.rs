@@ -1,4 +1,4 @@
-//! [`named_enum!`](crate::named_enum): the one way brisk's setting enums get
+//! [`named_enum!`](macro@crate::named_enum): the one way brisk's setting enums get
 //! their names.
 //!
 //! A setting enum is written once with the name each value has in config
