@@ -332,7 +332,7 @@ async fn a_server_that_never_answers_the_handshake_fails_within_connect_timeout(
             }
         });
         let mut config = tls_client_config(&pki, addr, ConnectType::Fixed);
-        config.transport.connect_timeout = Duration::from_millis(300);
+        config.connect_timeout = Duration::from_millis(300);
         let started = std::time::Instant::now();
         let err = Client::builder()
             .config(config)

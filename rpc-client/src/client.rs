@@ -492,13 +492,15 @@ impl ClientBuilder {
     /// at the first call; unreachable ones among reachable ones are marked down).
     pub async fn build(#[allow(unused_mut)] mut self) -> Result<Client, RpcError> {
         self.config.validate()?;
+        #[allow(unused_mut)]
+        let mut transport = self.config.client_transport();
         #[cfg(feature = "tls")]
         {
             use rpc_transport::tls::TlsConnector;
             if let Some((config, server_name)) = self.tls.take() {
-                self.config.transport.tls = Some(TlsConnector::from_config(config, &server_name)?);
-            } else if let (None, Some(files)) = (&self.config.transport.tls, &self.config.tls) {
-                self.config.transport.tls = Some(TlsConnector::load(files)?);
+                transport.tls = Some(TlsConnector::from_config(config, &server_name)?);
+            } else if let Some(files) = &self.config.tls {
+                transport.tls = Some(TlsConnector::load(files)?);
             }
         }
         let mut method_timeouts: HashMap<String, HashMap<String, Duration>> = HashMap::new();
@@ -522,7 +524,7 @@ impl ClientBuilder {
             )),
         };
         let discovery = registry.discover(self.config.service.as_deref()).await?;
-        let cluster = Cluster::start(&self.config, registry, discovery).await?;
+        let cluster = Cluster::start(&self.config, transport, registry, discovery).await?;
         let idempotent = self.config.idempotent_methods.iter().cloned().collect();
         Ok(Client {
             inner: Arc::new(Inner {

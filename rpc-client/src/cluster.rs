@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 use rpc_core::RpcError;
 use rpc_registry::{Discovery, Registry, ServiceInstance, ANY_SERVICE};
+use rpc_transport::ClientTransport;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -188,6 +189,9 @@ pub struct EndpointStats {
 /// The client's servers. See the module docs.
 pub struct Cluster {
     config: ClientConfig,
+    /// What every connection is opened with (the config's transport settings
+    /// and the TLS connector).
+    transport: ClientTransport,
     balancer: Balancer,
     registry: Arc<dyn Registry>,
     describe: String,
@@ -202,6 +206,7 @@ impl Cluster {
     /// follows its changes in the background.
     pub async fn start(
         config: &ClientConfig,
+        transport: ClientTransport,
         registry: Arc<dyn Registry>,
         discovery: Discovery,
     ) -> Result<Arc<Cluster>, RpcError> {
@@ -212,9 +217,9 @@ impl Cluster {
         let mut connected = 0usize;
         for addr in unique_addrs(&instances) {
             let endpoint = if config.lazy_connect {
-                new_endpoint(config, &addr, true).await?
+                new_endpoint(config, &transport, &addr, true).await?
             } else {
-                match new_endpoint(config, &addr, false).await {
+                match new_endpoint(config, &transport, &addr, false).await {
                     Ok(e) => {
                         connected += 1;
                         e
@@ -222,7 +227,7 @@ impl Cluster {
                     Err(e) if e.is_transport() => {
                         warn!(%addr, error = %e, "server unreachable at start; marked down");
                         first_error.get_or_insert(e);
-                        let endpoint = new_endpoint(config, &addr, true).await?;
+                        let endpoint = new_endpoint(config, &transport, &addr, true).await?;
                         endpoint.mark_down(config.down_backoff);
                         endpoint
                     }
@@ -242,6 +247,7 @@ impl Cluster {
         let (stop, stopped) = oneshot::channel();
         let cluster = Arc::new(Cluster {
             config: config.clone(),
+            transport,
             balancer: config.balancer,
             registry,
             describe,
@@ -351,7 +357,7 @@ impl Cluster {
         for addr in unique_addrs(instances) {
             let endpoint = match current.get(&addr) {
                 Some(e) => e.clone(),
-                None => match new_endpoint(&self.config, &addr, true).await {
+                None => match new_endpoint(&self.config, &self.transport, &addr, true).await {
                     Ok(e) => {
                         added.push(e.clone());
                         e
@@ -441,6 +447,7 @@ fn unique_addrs(instances: &[ServiceInstance]) -> Vec<String> {
 /// An endpoint for `addr` with the client's connection settings.
 async fn new_endpoint(
     config: &ClientConfig,
+    transport: &ClientTransport,
     addr: &str,
     lazy: bool,
 ) -> Result<Arc<ServerEndpoint>, RpcError> {
@@ -449,7 +456,7 @@ async fn new_endpoint(
         lazy_connect: lazy,
         ..config.clone()
     };
-    let connections = Connections::new(&endpoint_config).await?;
+    let connections = Connections::new(&endpoint_config, transport).await?;
     Ok(Arc::new(ServerEndpoint {
         addr: addr.to_owned(),
         connections,

@@ -22,8 +22,11 @@
 //! [method_timeouts_ms]
 //! "BenchmarkService.get_message_from_db" = 10000
 //!
-//! [transport]
-//! connect_timeout_ms = 500
+//! connect_timeout_ms = 500         # TCP connect (and TLS handshake) timeout
+//! write_queue_capacity = 4096       # frames queued per connection before callers wait
+//!
+//! [transport]                       # the settings a server has too
+//! max_frame_size = 16777216
 //! ```
 
 use std::collections::HashMap;
@@ -32,7 +35,7 @@ use std::time::Duration;
 
 use rpc_core::{RpcError, SerializerKind, WriteMode};
 use rpc_registry::{RegistryUrl, DEFAULT_WEIGHT};
-use rpc_transport::TransportConfig;
+use rpc_transport::{ClientTransport, TransportConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::balance::Balancer;
@@ -170,7 +173,13 @@ pub struct ClientConfig {
     /// transport failures that may have happened after the server ran them.
     /// `CallOptions::idempotent` says the same for one call.
     pub idempotent_methods: Vec<String>,
-    /// Socket-level settings.
+    /// TCP connect timeout, TLS handshake included (jkrpc: 500 ms).
+    #[serde(rename = "connect_timeout_ms", with = "rpc_core::config::duration_ms")]
+    pub connect_timeout: Duration,
+    /// Frames that may wait in a connection's write buffer; callers wait for
+    /// room when it is full.
+    pub write_queue_capacity: usize,
+    /// Socket-level settings a server has too.
     pub transport: TransportConfig,
     /// Connect with TLS, trusting the CAs in `ca_path` and expecting
     /// `server_name` in the server certificate (feature `tls`;
@@ -196,6 +205,8 @@ impl Default for ClientConfig {
             method_timeouts: HashMap::new(),
             max_try_count: 2,
             idempotent_methods: Vec::new(),
+            connect_timeout: ClientTransport::DEFAULT_CONNECT_TIMEOUT,
+            write_queue_capacity: ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
             tls: None,
@@ -289,7 +300,28 @@ impl ClientConfig {
                 "must be at least 1 (1 = no retry)",
             ));
         }
+        rpc_core::config::nonzero_ms(
+            "connect_timeout_ms",
+            self.connect_timeout.as_millis() as u64,
+        )?;
+        if self.write_queue_capacity == 0 {
+            return Err(RpcError::config(
+                "write_queue_capacity",
+                "must be at least 1",
+            ));
+        }
         self.transport.validate("transport.")
+    }
+
+    /// What this client's connections are opened with (no TLS: the builder
+    /// adds its connector).
+    pub fn client_transport(&self) -> ClientTransport {
+        ClientTransport {
+            shared: self.transport.clone(),
+            connect_timeout: self.connect_timeout,
+            write_queue_capacity: self.write_queue_capacity,
+            ..ClientTransport::default()
+        }
     }
 }
 
@@ -302,7 +334,7 @@ mod tests {
     #[test]
     fn defaults_are_jkrpcs() {
         let c = ClientConfig::default();
-        assert_eq!(c.transport.connect_timeout, Duration::from_millis(500));
+        assert_eq!(c.connect_timeout, Duration::from_millis(500));
         assert_eq!(c.request_timeout, Duration::from_millis(5000));
         assert_eq!(c.max_try_count, 2);
         assert_eq!(c.connect, Connect::fixed(2));
@@ -314,17 +346,17 @@ mod tests {
     #[test]
     fn toml_and_yaml_use_the_same_keys() {
         let t: ClientConfig = parse_str(
-            "connect = { type = \"pooled\", max_connections = 4 }\nrequest_timeout_ms = 100\n[method_timeouts_ms]\n\"S.m\" = 7\n[transport]\nconnect_timeout_ms = 50\n",
+            "connect = { type = \"pooled\", max_connections = 4 }\nrequest_timeout_ms = 100\nconnect_timeout_ms = 50\n[method_timeouts_ms]\n\"S.m\" = 7\n",
             ConfigFormat::Toml,
         )
         .unwrap();
         let y: ClientConfig = parse_str(
-            "connect:\n  type: pooled\n  max_connections: 4\nrequest_timeout_ms: 100\nmethod_timeouts_ms:\n  S.m: 7\ntransport:\n  connect_timeout_ms: 50\n",
+            "connect:\n  type: pooled\n  max_connections: 4\nrequest_timeout_ms: 100\nconnect_timeout_ms: 50\nmethod_timeouts_ms:\n  S.m: 7\n",
             ConfigFormat::Yaml,
         )
         .unwrap();
         assert_eq!(t, y);
-        assert_eq!(t.transport.connect_timeout, Duration::from_millis(50));
+        assert_eq!(t.connect_timeout, Duration::from_millis(50));
         assert_eq!(t.method_timeouts["S.m"], 7);
     }
 

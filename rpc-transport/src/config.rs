@@ -1,4 +1,10 @@
-//! [`TransportConfig`]: the socket-level settings shared by clients and servers.
+//! [`TransportConfig`]: the socket-level settings shared by clients and
+//! servers, and [`ClientTransport`]: those plus what only a client's
+//! connection has (a connect timeout, a write queue, TLS as a client).
+//!
+//! A server never dials and writes its answers itself, so a key that only a
+//! client reads is not a `[transport]` key: it cannot be set where it would be
+//! ignored.
 
 use std::time::Duration;
 
@@ -13,19 +19,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TransportConfig {
-    /// TCP connect timeout (jkrpc: 500 ms).
-    #[serde(rename = "connect_timeout_ms", with = "rpc_core::config::duration_ms")]
-    pub connect_timeout: Duration,
     /// Largest frame accepted or sent, header included (16 MiB).
     pub max_frame_size: usize,
-    /// Frames that may wait in a client connection's write buffer; callers wait
-    /// for room when it is full.
-    pub write_queue_capacity: usize,
     /// Sizes the write buffers: a client connection's buffer is full at `16 ×`
     /// this many bytes, a server connection's unsent answers at `4 ×` (a single
     /// larger frame is still taken), and a buffer grown past that is released.
     pub max_batch_bytes: usize,
-    /// Send a ping when nothing was received for this long (client side).
+    /// A client sends a ping when nothing was received for this long; both
+    /// sides check for the idle timeout at this period.
     #[serde(
         rename = "heartbeat_interval_ms",
         with = "rpc_core::config::duration_ms"
@@ -42,27 +43,53 @@ pub struct TransportConfig {
     pub read_buffer_max: usize,
     /// Set TCP_NODELAY (the writer batches, so Nagle only adds latency).
     pub nodelay: bool,
-    /// Client side: connect with TLS (set from the client's `tls` config or
-    /// `ClientBuilder::tls`; not a config-file key of its own).
+}
+
+/// Everything a client connection is opened with: the shared settings plus
+/// the client's own. Built by the client from its config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTransport {
+    /// The settings both sides share.
+    pub shared: TransportConfig,
+    /// TCP connect timeout, TLS handshake included (jkrpc: 500 ms).
+    pub connect_timeout: Duration,
+    /// Frames that may wait in the connection's write buffer; callers wait
+    /// for room when it is full.
+    pub write_queue_capacity: usize,
+    /// Connect with TLS (from the client's `tls` config or `ClientBuilder::tls`).
     #[cfg(feature = "tls")]
-    #[serde(skip)]
     pub tls: Option<crate::tls::TlsConnector>,
+}
+
+impl Default for ClientTransport {
+    fn default() -> Self {
+        ClientTransport {
+            shared: TransportConfig::default(),
+            connect_timeout: ClientTransport::DEFAULT_CONNECT_TIMEOUT,
+            write_queue_capacity: ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+}
+
+impl ClientTransport {
+    /// jkrpc's connect timeout.
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+    /// Frames queued per connection before callers wait.
+    pub const DEFAULT_WRITE_QUEUE_CAPACITY: usize = 4096;
 }
 
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
-            connect_timeout: Duration::from_millis(500),
             max_frame_size: DEFAULT_MAX_FRAME_SIZE,
-            write_queue_capacity: 4096,
             max_batch_bytes: 256 * 1024,
             heartbeat_interval: Duration::from_secs(15),
             idle_timeout: Duration::from_secs(60),
             read_buffer_min: 512,
             read_buffer_max: 1024 * 1024,
             nodelay: true,
-            #[cfg(feature = "tls")]
-            tls: None,
         }
     }
 }
@@ -71,22 +98,10 @@ impl TransportConfig {
     /// Checks every value; errors name the config key.
     pub fn validate(&self, prefix: &str) -> Result<(), RpcError> {
         let key = |k: &str| format!("{prefix}{k}");
-        if self.connect_timeout.is_zero() {
-            return Err(RpcError::config(
-                key("connect_timeout_ms"),
-                "must be greater than 0",
-            ));
-        }
         if self.max_frame_size < rpc_codec::HEADER_LEN || self.max_frame_size > u32::MAX as usize {
             return Err(RpcError::config(
                 key("max_frame_size"),
                 format!("must be between {} and {}", rpc_codec::HEADER_LEN, u32::MAX),
-            ));
-        }
-        if self.write_queue_capacity == 0 {
-            return Err(RpcError::config(
-                key("write_queue_capacity"),
-                "must be at least 1",
             ));
         }
         if self.max_batch_bytes == 0 {

@@ -47,7 +47,7 @@ use tracing::{debug, warn};
 use crate::heartbeat::{self, Activity};
 use crate::pending::{self, PendingCalls};
 use crate::writer::Offer;
-use crate::{CloseSignal, FrameReader, FrameWriter, Inbound, TransportConfig};
+use crate::{ClientTransport, CloseSignal, FrameReader, FrameWriter, Inbound};
 
 /// State shared by a connection's handle and its reader task.
 #[derive(Debug)]
@@ -90,9 +90,10 @@ pub struct Connection {
     max_frame_size: usize,
 }
 
-/// Opens a connection to `addr` (`host:port`) within `config.connect_timeout`.
-pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connection>, RpcError> {
-    let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
+/// Opens a connection to `addr` (`host:port`) within `client.connect_timeout`.
+pub async fn connect(addr: &str, client: &ClientTransport) -> Result<Arc<Connection>, RpcError> {
+    let config = &client.shared;
+    let stream = match tokio::time::timeout(client.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
@@ -105,24 +106,24 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
         Err(_) => {
             return Err(RpcError::ConnectTimeout {
                 addr: addr.to_owned(),
-                timeout: config.connect_timeout,
+                timeout: client.connect_timeout,
             })
         }
     };
     #[cfg(feature = "tls")]
-    if let Some(tls) = &config.tls {
+    if let Some(tls) = &client.tls {
         if let Err(e) = stream.set_nodelay(config.nodelay) {
             debug!(%addr, error = %e, "could not set TCP_NODELAY");
         }
         // One deadline for the handshake too: a peer that never answers it
         // (a plain TCP server, say) fails the connect instead of hanging it.
-        let handshake = tokio::time::timeout(config.connect_timeout, tls.connect(stream, addr));
+        let handshake = tokio::time::timeout(client.connect_timeout, tls.connect(stream, addr));
         let tls_stream = match handshake.await {
             Ok(r) => r?,
             Err(_) => {
                 let reason = format!(
                     "TLS handshake with {addr} failed: no answer within {:?} (is it a TLS server?)",
-                    config.connect_timeout
+                    client.connect_timeout
                 );
                 return Err(RpcError::Connect {
                     addr: addr.to_owned(),
@@ -136,17 +137,17 @@ pub async fn connect(addr: &str, config: &TransportConfig) -> Result<Arc<Connect
             read_half,
             write_half,
             addr.into(),
-            config,
+            client,
         ));
     }
-    Connection::from_stream(stream, config)
+    Connection::from_stream(stream, client)
 }
 
 impl Connection {
     /// Wraps an already connected stream (spawns its reader, writer and heartbeat).
     pub fn from_stream(
         stream: TcpStream,
-        config: &TransportConfig,
+        client: &ClientTransport,
     ) -> Result<Arc<Connection>, RpcError> {
         let peer: Arc<str> = stream
             .peer_addr()
@@ -154,10 +155,10 @@ impl Connection {
             .unwrap_or_else(|_| "unknown peer".into())
             .into();
         stream
-            .set_nodelay(config.nodelay)
+            .set_nodelay(client.shared.nodelay)
             .map_err(|e| RpcError::io(format!("setting TCP_NODELAY on {peer}"), e))?;
         let (read_half, write_half) = stream.into_split();
-        Ok(Connection::from_halves(read_half, write_half, peer, config))
+        Ok(Connection::from_halves(read_half, write_half, peer, client))
     }
 
     /// Wraps the two halves of any connected stream (a TLS stream split with
@@ -166,14 +167,21 @@ impl Connection {
         read_half: R,
         write_half: W,
         peer: Arc<str>,
-        config: &TransportConfig,
+        client: &ClientTransport,
     ) -> Arc<Connection>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
+        let config = &client.shared;
         let close = Arc::new(CloseSignal::new());
-        let writer = FrameWriter::spawn(write_half, config, close.clone(), peer.clone());
+        let writer = FrameWriter::spawn(
+            write_half,
+            config,
+            client.write_queue_capacity,
+            close.clone(),
+            peer.clone(),
+        );
         let pending = Arc::new(PendingCalls::new());
         pending::spawn_sweeper(pending.clone(), close.clone());
         let shared = Arc::new(Shared {

@@ -43,7 +43,7 @@ pub mod writer;
 
 pub use budget::{FrameBudget, Reserved};
 pub use close::CloseSignal;
-pub use config::{IoCounters, TransportConfig};
+pub use config::{ClientTransport, IoCounters, TransportConfig};
 pub use connection::{connect, Connection, PendingCall, SendSpec, Started, WriteWait};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::{FrameReader, Inbound};

@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rpc_core::RpcError;
-use rpc_transport::Connection;
+use rpc_transport::{ClientTransport, Connection};
 
 use super::slot::Slot;
 use crate::ClientConfig;
@@ -65,11 +65,12 @@ impl FixedConnections {
     /// first failure is returned: a server that cannot be reached is an error at start).
     pub async fn new(
         config: &ClientConfig,
+        transport: &ClientTransport,
         connections: usize,
         coalesce_calls: usize,
     ) -> Result<FixedConnections, RpcError> {
         let slots: Vec<Slot> = (0..connections)
-            .map(|_| Slot::new(&config.addr, &config.transport))
+            .map(|_| Slot::new(&config.addr, transport))
             .collect();
         if !config.lazy_connect {
             for slot in &slots {

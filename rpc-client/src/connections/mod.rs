@@ -19,7 +19,7 @@ mod slot;
 use std::sync::Arc;
 
 use rpc_core::RpcError;
-use rpc_transport::Connection;
+use rpc_transport::{ClientTransport, Connection};
 
 pub use fixed::FixedConnections;
 pub use pooled::{PooledConnections, PooledLease};
@@ -57,23 +57,32 @@ pub enum Connections {
 
 impl Connections {
     /// Sets up connections per `config.connect` (connecting now unless `lazy_connect`).
-    pub async fn new(config: &ClientConfig) -> Result<Connections, RpcError> {
+    pub async fn new(
+        config: &ClientConfig,
+        transport: &ClientTransport,
+    ) -> Result<Connections, RpcError> {
         Ok(match &config.connect {
-            Connect::Reused => Connections::Reused(ReusedConnection::get(config).await?),
+            Connect::Reused => Connections::Reused(ReusedConnection::get(config, transport).await?),
             Connect::Pooled {
                 min_connections,
                 max_connections,
                 idle_timeout,
                 ..
             } => Connections::Pooled(
-                PooledConnections::new(config, *min_connections, *max_connections, *idle_timeout)
-                    .await?,
+                PooledConnections::new(
+                    config,
+                    transport,
+                    *min_connections,
+                    *max_connections,
+                    *idle_timeout,
+                )
+                .await?,
             ),
             Connect::Fixed {
                 connections,
                 coalesce_calls,
             } => Connections::Fixed(
-                FixedConnections::new(config, *connections, *coalesce_calls).await?,
+                FixedConnections::new(config, transport, *connections, *coalesce_calls).await?,
             ),
         })
     }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rpc_core::RpcError;
-use rpc_transport::{connect, Connection, TransportConfig};
+use rpc_transport::{connect, ClientTransport, Connection};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::ClientConfig;
@@ -29,7 +29,7 @@ struct Idle {
 
 struct PoolInner {
     addr: String,
-    transport: TransportConfig,
+    transport: ClientTransport,
     min: usize,
     max: usize,
     idle_timeout: Duration,
@@ -67,13 +67,14 @@ impl PooledConnections {
     /// Creates the pool, opening `min` connections now unless `lazy_connect`.
     pub async fn new(
         config: &ClientConfig,
+        transport: &ClientTransport,
         min: usize,
         max: usize,
         idle_timeout: Duration,
     ) -> Result<PooledConnections, RpcError> {
         let inner = Arc::new(PoolInner {
             addr: config.addr.clone(),
-            transport: config.transport.clone(),
+            transport: transport.clone(),
             min,
             max,
             idle_timeout,

@@ -11,7 +11,7 @@ use std::sync::{Arc, LazyLock, Weak};
 
 use parking_lot::Mutex;
 use rpc_core::RpcError;
-use rpc_transport::Connection;
+use rpc_transport::{ClientTransport, Connection};
 
 use super::slot::Slot;
 use crate::ClientConfig;
@@ -35,14 +35,17 @@ pub struct ReusedConnection {
 impl ReusedConnection {
     /// Joins (or creates) the shared connection of `config.addr`, connecting now
     /// unless `lazy_connect`.
-    pub async fn get(config: &ClientConfig) -> Result<ReusedConnection, RpcError> {
+    pub async fn get(
+        config: &ClientConfig,
+        transport: &ClientTransport,
+    ) -> Result<ReusedConnection, RpcError> {
         let slot = {
             let mut registry = REGISTRY.lock();
             registry.retain(|_, w| w.strong_count() > 0);
             match registry.get(&config.addr).and_then(Weak::upgrade) {
                 Some(s) => s,
                 None => {
-                    let s = Arc::new(SharedSlot(Slot::new(&config.addr, &config.transport)));
+                    let s = Arc::new(SharedSlot(Slot::new(&config.addr, transport)));
                     registry.insert(config.addr.clone(), Arc::downgrade(&s));
                     s
                 }

@@ -8,17 +8,17 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 use rpc_core::RpcError;
-use rpc_transport::{connect, Connection, TransportConfig};
+use rpc_transport::{connect, ClientTransport, Connection};
 
 pub(crate) struct Slot {
     addr: String,
-    transport: TransportConfig,
+    transport: ClientTransport,
     conn: RwLock<Option<Arc<Connection>>>,
     connecting: tokio::sync::Mutex<()>,
 }
 
 impl Slot {
-    pub fn new(addr: &str, transport: &TransportConfig) -> Slot {
+    pub fn new(addr: &str, transport: &ClientTransport) -> Slot {
         Slot {
             addr: addr.to_owned(),
             transport: transport.clone(),

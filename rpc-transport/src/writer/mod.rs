@@ -198,9 +198,11 @@ impl FrameWriter {
     /// Spawns the writer task for `io`. It stops when `close` fires, when every
     /// handle is dropped (after writing what is queued), or on a write error
     /// (which it records in `close`).
+    /// `capacity` is the most frames the buffer holds before callers wait.
     pub fn spawn<W>(
         io: W,
         config: &TransportConfig,
+        capacity: usize,
         close: Arc<CloseSignal>,
         peer: Arc<str>,
     ) -> FrameWriter
@@ -217,7 +219,7 @@ impl FrameWriter {
                 handles_gone: false,
                 stopped: false,
             }),
-            capacity: config.write_queue_capacity.max(1),
+            capacity: capacity.max(1),
             high_water: 16 * config.max_batch_bytes.max(1),
             max_frame: config.max_frame_size,
             queued: AtomicUsize::new(0),

@@ -1,20 +1,30 @@
 //! Tests of the writer.
 
 use super::*;
+use crate::ClientTransport;
 use tokio::io::AsyncReadExt;
 
-fn config(capacity: usize) -> TransportConfig {
-    TransportConfig {
-        write_queue_capacity: capacity,
-        ..TransportConfig::default()
-    }
+/// A writer over `io` holding at most `capacity` frames, default settings otherwise.
+fn spawn<W: AsyncWrite + Unpin + Send + 'static>(
+    io: W,
+    capacity: usize,
+    close: Arc<CloseSignal>,
+    peer: &str,
+) -> FrameWriter {
+    FrameWriter::spawn(
+        io,
+        &TransportConfig::default(),
+        capacity,
+        close,
+        peer.into(),
+    )
 }
 
 #[tokio::test]
 async fn queued_frames_are_written_in_order_and_acked() {
     let (client, mut server) = tokio::io::duplex(1 << 20);
     let close = Arc::new(CloseSignal::new());
-    let writer = FrameWriter::spawn(client, &config(16), close.clone(), "test".into());
+    let writer = spawn(client, 16, close.clone(), "test");
     for id in 1..=5 {
         let ping = OutFrame::control(FrameKind::Ping, id);
         assert_eq!(writer.offer(&ping).unwrap(), Offer::Queued);
@@ -46,7 +56,7 @@ async fn a_full_buffer_pushes_back_until_the_writer_drains() {
     // write, and the buffer behind it fills up to its bound.
     let (client, mut server) = tokio::io::duplex(64);
     let close = Arc::new(CloseSignal::new());
-    let writer = FrameWriter::spawn(client, &config(2), close.clone(), "test".into());
+    let writer = spawn(client, 2, close.clone(), "test");
     let ping = OutFrame::control(FrameKind::Ping, 1);
     let mut full = false;
     for _ in 0..100 {
@@ -89,11 +99,10 @@ async fn the_buffer_is_also_bounded_in_bytes() {
     let (client, _server) = tokio::io::duplex(64);
     let close = Arc::new(CloseSignal::new());
     let config = TransportConfig {
-        write_queue_capacity: 1000,
         max_batch_bytes: 16,
         ..TransportConfig::default()
     };
-    let writer = FrameWriter::spawn(client, &config, close.clone(), "test".into());
+    let writer = FrameWriter::spawn(client, &config, 1000, close.clone(), "test".into());
     let frame = OutFrame::response(1, 0, bytes::Bytes::from(vec![7u8; 100]));
     let mut queued = 0;
     for _ in 0..1000 {
@@ -120,7 +129,13 @@ async fn a_frame_larger_than_the_mark_goes_alone() {
         max_batch_bytes: 16,
         ..TransportConfig::default()
     };
-    let writer = FrameWriter::spawn(client, &config, close.clone(), "test".into());
+    let writer = FrameWriter::spawn(
+        client,
+        &config,
+        ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
+        close.clone(),
+        "test".into(),
+    );
     let big = OutFrame::response(1, 0, bytes::Bytes::from(vec![1u8; 1000]));
     assert_eq!(writer.offer(&big).unwrap(), Offer::Queued);
     let mut bytes = vec![0u8; big.encoded_len()];
@@ -132,7 +147,7 @@ async fn a_frame_larger_than_the_mark_goes_alone() {
 async fn closing_fails_queued_acks_and_later_offers() {
     let (client, _server) = tokio::io::duplex(64);
     let close = Arc::new(CloseSignal::new());
-    let writer = FrameWriter::spawn(client, &config(64), close.clone(), "peer-x".into());
+    let writer = spawn(client, 64, close.clone(), "peer-x");
     // Fill the pipe so that later frames stay queued.
     let big = OutFrame::control(FrameKind::Ping, 1);
     for _ in 0..32 {
@@ -161,7 +176,7 @@ async fn stop_unsent_names_the_requests_that_never_left() {
     // stays queued.
     let (client, _server) = tokio::io::duplex(64);
     let close = Arc::new(CloseSignal::new());
-    let writer = FrameWriter::spawn(client, &config(1000), close.clone(), "peer-y".into());
+    let writer = spawn(client, 1000, close.clone(), "peer-y");
     let mut offered = Vec::new();
     for id in 1..=50u64 {
         let mut f = OutFrame::request(id, 1, "S", "m", bytes::Bytes::from(vec![0u8; 40]));
@@ -196,7 +211,7 @@ async fn stop_unsent_names_the_requests_that_never_left() {
 async fn dropping_every_handle_flushes_then_shuts_down() {
     let (client, mut server) = tokio::io::duplex(1 << 16);
     let close = Arc::new(CloseSignal::new());
-    let writer = FrameWriter::spawn(client, &config(16), close.clone(), "test".into());
+    let writer = spawn(client, 16, close.clone(), "test");
     writer
         .offer(&OutFrame::control(FrameKind::Ping, 9))
         .unwrap();
