@@ -316,12 +316,11 @@ impl ClientConfig {
     /// What this client's connections are opened with (no TLS: the builder
     /// adds its connector).
     pub fn client_transport(&self) -> ClientTransport {
-        ClientTransport {
-            shared: self.transport.clone(),
-            connect_timeout: self.connect_timeout,
-            write_queue_capacity: self.write_queue_capacity,
-            ..ClientTransport::default()
-        }
+        let mut transport = ClientTransport::default();
+        transport.shared = self.transport.clone();
+        transport.connect_timeout = self.connect_timeout;
+        transport.write_queue_capacity = self.write_queue_capacity;
+        transport
     }
 }
 

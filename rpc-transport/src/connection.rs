@@ -92,7 +92,6 @@ pub struct Connection {
 
 /// Opens a connection to `addr` (`host:port`) within `client.connect_timeout`.
 pub async fn connect(addr: &str, client: &ClientTransport) -> Result<Arc<Connection>, RpcError> {
-    let config = &client.shared;
     let stream = match tokio::time::timeout(client.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(s)) => s,
@@ -112,7 +111,7 @@ pub async fn connect(addr: &str, client: &ClientTransport) -> Result<Arc<Connect
     };
     #[cfg(feature = "tls")]
     if let Some(tls) = &client.tls {
-        if let Err(e) = stream.set_nodelay(config.nodelay) {
+        if let Err(e) = stream.set_nodelay(client.shared.nodelay) {
             debug!(%addr, error = %e, "could not set TCP_NODELAY");
         }
         // One deadline for the handshake too: a peer that never answers it

@@ -77,7 +77,7 @@ use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
 use crate::dispatch::{finish_call, start_call, InFlight, PoolJob, Reply};
 use crate::pool::WorkerPool;
-use crate::reply::{answer_frame, pool_news, Outbox, PoolAnswers};
+use crate::reply::{pool_news, Outbox, PoolAnswers, ReplyTo};
 use crate::router::RouteEntry;
 use stop_watch::{Stop, StopWatch};
 
@@ -454,8 +454,7 @@ const FORCED_CLOSE: &str = "server shut down before this connection's calls fini
 /// A call run on the connection task (direct dispatch), minus its request.
 struct DirectCall<'a> {
     route: &'a RouteEntry,
-    id: u64,
-    serializer: u8,
+    reply_to: ReplyTo,
     started: Instant,
     /// A large request's share of the frame budget, held until its answer is written.
     reserved: Option<Reserved>,
@@ -471,7 +470,7 @@ impl DirectCall<'_> {
         outbox: &mut Outbox<W>,
     ) {
         let result = finish_call(ctx, self.route, elapsed, outcome);
-        outbox.push(answer_frame(self.id, self.serializer, result));
+        outbox.push(self.reply_to.answer(result));
         outbox.hold(self.reserved);
     }
 }
@@ -496,13 +495,12 @@ struct Conn<'a, 'b> {
 impl<'a> Conn<'a, '_> {
     fn reply_error<W: AsyncWrite + Unpin>(
         &self,
-        id: u64,
-        serializer: u8,
+        reply_to: ReplyTo,
         err: RpcError,
         answers: &mut Outbox<W>,
     ) {
         self.ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-        answers.push(OutFrame::error(id, serializer, &err));
+        answers.push(reply_to.error(&err));
     }
 
     /// Handles one frame (received at `received`); returns a call for the
@@ -533,17 +531,17 @@ impl<'a> Conn<'a, '_> {
             }
         }
         self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let raw_ser = frame.header.serializer;
-        let serializer = match SerializerKind::from_id(raw_ser) {
+        let reply_to = ReplyTo::of(&frame.header);
+        let serializer = match SerializerKind::from_id(reply_to.serializer) {
             Ok(s) => s,
             Err(e) => {
-                self.reply_error(id, raw_ser, e, answers);
+                self.reply_error(reply_to, e, answers);
                 return None;
             }
         };
         if self.stopping {
             let refusal = self.evicted.cloned().unwrap_or(RpcError::ShuttingDown);
-            self.reply_error(id, raw_ser, refusal, answers);
+            self.reply_error(reply_to, refusal, answers);
             return None;
         }
         let ctx: &'a ServerCtx = self.ctx;
@@ -553,7 +551,7 @@ impl<'a> Conn<'a, '_> {
         {
             Ok(r) => r,
             Err(e) => {
-                self.reply_error(id, raw_ser, e, answers);
+                self.reply_error(reply_to, e, answers);
                 return None;
             }
         };
@@ -574,18 +572,17 @@ impl<'a> Conn<'a, '_> {
                     route: route.clone(),
                     req,
                     received,
-                    reply: Reply::Frame(lane.answers.reserve(id, raw_ser, reserved)),
+                    reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
                 if let Err(busy) = job.submit(lane.pool, self.ctx, route) {
-                    answers.push(OutFrame::error(id, raw_ser, &busy));
+                    answers.push(reply_to.error(&busy));
                 }
                 None
             }
             None => Some((
                 DirectCall {
                     route,
-                    id,
-                    serializer: raw_ser,
+                    reply_to,
                     started: received,
                     reserved,
                 },

@@ -8,15 +8,40 @@
 //! instead of waiting for its timeout.
 
 use bytes::{Bytes, BytesMut};
-use rpc_codec::OutFrame;
+use rpc_codec::{Header, OutFrame};
 use rpc_core::RpcError;
 use tracing::warn;
 
-/// The binary protocol's answer frame for a call's outcome.
-pub(crate) fn answer_frame(id: u64, serializer: u8, result: Result<Bytes, RpcError>) -> OutFrame {
-    match result {
-        Ok(body) => OutFrame::response(id, serializer, body),
-        Err(e) => OutFrame::error(id, serializer, &e),
+/// Whom an answer goes to: the request's id on its connection and the
+/// serializer byte it arrived with (kept raw, so that a request naming an
+/// unknown serializer is still answered in kind). Carried as one value from
+/// the frame that was read to the frame that answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplyTo {
+    pub id: u64,
+    pub serializer: u8,
+}
+
+impl ReplyTo {
+    /// The caller of a request frame.
+    pub fn of(header: &Header) -> Self {
+        ReplyTo {
+            id: header.request_id,
+            serializer: header.serializer,
+        }
+    }
+
+    /// The answer frame for the call's outcome.
+    pub fn answer(self, result: Result<Bytes, RpcError>) -> OutFrame {
+        match result {
+            Ok(body) => OutFrame::response(self.id, self.serializer, body),
+            Err(e) => self.error(&e),
+        }
+    }
+
+    /// The error frame for `err`.
+    pub fn error(self, err: &RpcError) -> OutFrame {
+        OutFrame::error(self.id, self.serializer, err)
     }
 }
 

@@ -2,7 +2,7 @@
 //! the worker pool hands a connection its answers, and how a connection writes
 //! them.
 //!
-//! - [`frame`]: the answer frame of an outcome, and encoding it so that an
+//! - [`frame`]: [`ReplyTo`] (whom an answer goes to), the answer frame of an outcome, and encoding it so that an
 //!   answer too large for the frame limit still reaches its caller as an error.
 //! - [`pool_answers`]: [`PoolAnswers`], one connection's buffer of answers
 //!   encoded by pool threads, and [`AnswerSlot`], one pooled call's duty to
@@ -19,6 +19,6 @@ mod frame;
 mod outbox;
 mod pool_answers;
 
-pub(crate) use frame::answer_frame;
+pub(crate) use frame::ReplyTo;
 pub(crate) use outbox::Outbox;
 pub(crate) use pool_answers::{pool_news, AnswerSlot, PoolAnswers};

@@ -43,7 +43,7 @@ use rpc_codec::OutFrame;
 use rpc_core::RpcError;
 use rpc_transport::Reserved;
 
-use super::frame::{answer_frame, encode_answer};
+use super::frame::{encode_answer, ReplyTo};
 
 /// One connection's answers from the worker pool, and its calls still there.
 pub(crate) struct PoolAnswers {
@@ -87,15 +87,13 @@ impl PoolAnswers {
     /// its answer is written.
     pub fn reserve(
         self: &std::sync::Arc<Self>,
-        request_id: u64,
-        serializer: u8,
+        reply_to: ReplyTo,
         reserved: Option<Reserved>,
     ) -> AnswerSlot {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         AnswerSlot {
             answers: Some(self.clone()),
-            request_id,
-            serializer,
+            reply_to,
             reserved,
         }
     }
@@ -189,8 +187,7 @@ impl PoolAnswers {
 /// counts the call done, so the connection does not wait for it forever.
 pub(crate) struct AnswerSlot {
     answers: Option<std::sync::Arc<PoolAnswers>>,
-    request_id: u64,
-    serializer: u8,
+    reply_to: ReplyTo,
     reserved: Option<Reserved>,
 }
 
@@ -199,7 +196,7 @@ impl AnswerSlot {
     pub fn answer(mut self, result: Result<Bytes, RpcError>) {
         // Built before the slot gives up its duty: a panic here still counts
         // the call done (on drop).
-        let frame = answer_frame(self.request_id, self.serializer, result);
+        let frame = self.reply_to.answer(result);
         if let Some(answers) = self.answers.take() {
             answers.deliver(Some(&frame), self.reserved.take());
         }
@@ -263,7 +260,13 @@ mod tests {
         let reserved = rt.block_on(budget.reserve(1000));
         let answers = std::sync::Arc::new(PoolAnswers::new(1 << 24));
         answers
-            .reserve(1, 1, Some(reserved))
+            .reserve(
+                ReplyTo {
+                    id: 1,
+                    serializer: 1,
+                },
+                Some(reserved),
+            )
             .answer(Ok(Bytes::from(vec![1u8; 2 << 20])));
         // The outbox is busy with earlier answers: the large one is copied.
         let mut out = BytesMut::from(&b"earlier"[..]);
@@ -304,8 +307,20 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut out = BytesMut::new();
 
-        let a = answers.reserve(1, 0, None);
-        let b = answers.reserve(2, 0, None);
+        let a = answers.reserve(
+            ReplyTo {
+                id: 1,
+                serializer: 0,
+            },
+            None,
+        );
+        let b = answers.reserve(
+            ReplyTo {
+                id: 2,
+                serializer: 0,
+            },
+            None,
+        );
         assert_eq!(answers.in_flight(), 2);
         assert!(answers.poll_news(&mut cx).is_pending());
 
@@ -341,7 +356,13 @@ mod tests {
             1 << 20,
         );
         answers
-            .reserve(8, 0, None)
+            .reserve(
+                ReplyTo {
+                    id: 8,
+                    serializer: 0,
+                },
+                None,
+            )
             .answer(Ok(Bytes::from_static(b"second")));
         assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         assert!(
@@ -355,7 +376,13 @@ mod tests {
     #[test]
     fn a_dropped_slot_counts_the_call_done_without_an_answer() {
         let answers = Arc::new(PoolAnswers::new(1 << 20));
-        let slot = answers.reserve(1, 0, None);
+        let slot = answers.reserve(
+            ReplyTo {
+                id: 1,
+                serializer: 0,
+            },
+            None,
+        );
         assert_eq!(answers.in_flight(), 1);
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
@@ -378,7 +405,13 @@ mod tests {
     fn an_oversize_answer_becomes_an_error_frame() {
         let answers = Arc::new(PoolAnswers::new(64));
         answers
-            .reserve(3, 0, None)
+            .reserve(
+                ReplyTo {
+                    id: 3,
+                    serializer: 0,
+                },
+                None,
+            )
             .answer(Ok(Bytes::from(vec![0u8; 1000])));
         let mut out = BytesMut::new();
         assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
@@ -393,7 +426,13 @@ mod tests {
     #[test]
     fn answers_after_close_are_dropped_but_counted() {
         let answers = Arc::new(PoolAnswers::new(1 << 20));
-        let slot = answers.reserve(1, 0, None);
+        let slot = answers.reserve(
+            ReplyTo {
+                id: 1,
+                serializer: 0,
+            },
+            None,
+        );
         answers.close();
         slot.answer(Ok(Bytes::from_static(b"late")));
         assert_eq!(answers.in_flight(), 0);
