@@ -93,6 +93,20 @@ pub fn scene_result(
         "client_segments_per_call",
         per_call(&|s| s.per_call(s.client_writes.map(|w| w as f64), 1.0)),
     );
+    // The median over rounds of each of seed 001's percentages.
+    if let Some(first) = rounds.first() {
+        for (key, _) in &first.percentages {
+            extra(
+                key,
+                per_call(&|s| {
+                    s.percentages
+                        .iter()
+                        .find(|(k, _)| k == key)
+                        .map(|(_, v)| *v)
+                }),
+            );
+        }
+    }
     if scene.scenario == Scenario::Echo {
         // Application payload both ways over the window (like the Dubbo report), in MB/s.
         extra(

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::procfs::process_cpu_seconds;
 use crate::report::{LatencyRecorder, RoundStats};
+use crate::runner::http_load::recorder_percentages;
 use crate::sockstat::{data_segments, SegmentCounts};
 
 /// Shortest window whose CPU figures are reported (CPU time comes in 10 ms ticks).
@@ -80,6 +81,9 @@ pub struct Sample {
     pub client_cpu: Option<f64>,
     /// TCP data segments the clients sent in the window (≈ their writes).
     pub client_writes: Option<u64>,
+    /// Seed 001's latency percentages of the window (`p50_ms` … `p100_ms`), which its
+    /// keep-alive table sets beside the HTTP tools' figures.
+    pub percentages: Vec<(String, f64)>,
 }
 
 impl Sample {
@@ -102,6 +106,7 @@ impl Sample {
             server_writes: segments(|c| c.server),
             client_cpu: cpu(before.client_cpu, after.client_cpu),
             client_writes: segments(|c| c.client),
+            percentages: recorder_percentages(rec),
         }
     }
 
@@ -109,5 +114,32 @@ impl Sample {
     pub fn per_call(&self, total: Option<f64>, scale: f64) -> Option<f64> {
         let calls = self.stats.requests;
         (calls > 0).then_some(total? * scale / calls as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_keeps_seed_001s_percentages_for_the_keep_alive_table() {
+        let mut rec = LatencyRecorder::new();
+        for ms in 1..=100 {
+            rec.record_ok(Duration::from_millis(ms));
+        }
+        let none = Counters {
+            server_cpu: None,
+            client_cpu: None,
+            segments: None,
+        };
+        let sample = Sample::new(&rec, Duration::from_secs(1), none.clone(), none);
+        let p50 = sample
+            .percentages
+            .iter()
+            .find(|(k, _)| k == "p50_ms")
+            .map(|(_, v)| *v)
+            .expect("p50_ms");
+        assert!((45.0..=55.0).contains(&p50), "{p50}");
+        assert!(sample.percentages.iter().any(|(k, _)| k == "p100_ms"));
     }
 }
