@@ -132,7 +132,7 @@ mod tests {
             client_cpu: None,
             segments: None,
         };
-        let sample = Sample::new(&rec, Duration::from_secs(1), none.clone(), none);
+        let sample = Sample::new(&rec, Duration::from_secs(1), none, none);
         let p50 = sample
             .percentages
             .iter()
