@@ -44,10 +44,7 @@ pub enum Scenario {
 }
 
 fn unknown_scenario(s: &str) -> String {
-    format!(
-        "unknown scenario `{s}` (expected one of: {})",
-        Scenario::VARIANTS.join(", ")
-    )
+    crate::names::unknown::<Scenario>("scenario", s)
 }
 
 impl Scenario {

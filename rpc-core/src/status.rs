@@ -398,9 +398,7 @@ impl From<&RpcError> for Status {
                 text(m)
             }
             RpcError::UnknownService(s) => text(s),
-            RpcError::UnknownMethod { service, method } => {
-                text(&format!("unknown method `{method}` on service `{service}`"))
-            }
+            RpcError::UnknownMethod { .. } => text(&err.to_string()),
             RpcError::UnknownSerializer(id) => {
                 Status::new(Code::UnknownSerializer, "").with_detail(Detail::Serializer { id: *id })
             }

@@ -52,10 +52,7 @@ pub enum ConnectKind {
 }
 
 fn unknown_connect_kind(s: &str) -> String {
-    format!(
-        "unknown connect type `{s}` (expected one of: {})",
-        ConnectKind::VARIANTS.join(", ")
-    )
+    crate::names::unknown::<ConnectKind>("connect type", s)
 }
 
 impl ConnectKind {

@@ -123,10 +123,7 @@ impl Player {
 }
 
 fn unknown_player(s: &str) -> String {
-    format!(
-        "unknown player `{s}` (expected one of: {})",
-        Player::VARIANTS.join(", ")
-    )
+    crate::names::unknown::<Player>("player", s)
 }
 
 /// A connected client of one player, shared (cloned) by every caller of a scene.

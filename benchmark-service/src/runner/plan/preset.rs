@@ -67,10 +67,7 @@ pub enum Preset {
 }
 
 fn unknown_preset(s: &str) -> String {
-    format!(
-        "unknown preset `{s}` (expected one of: {})",
-        Preset::VARIANTS.join(", ")
-    )
+    crate::names::unknown::<Preset>("preset", s)
 }
 
 /// The text of `presets/<file>.toml`, compiled in.

@@ -28,10 +28,7 @@ pub enum CallMode {
 }
 
 fn unknown_call_mode(s: &str) -> String {
-    format!(
-        "unknown call mode `{s}` (expected one of: {})",
-        CallMode::VARIANTS.join(", ")
-    )
+    crate::names::unknown::<CallMode>("call mode", s)
 }
 
 impl CallMode {
