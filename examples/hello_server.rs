@@ -4,14 +4,13 @@
 #[path = "support/hello.rs"]
 mod hello;
 
-use brisk::{async_trait, RpcError, Server};
+use brisk::{Context, RpcError, Server, Status};
 use hello::{Hello, HelloServer};
 
 struct Greeter;
 
-#[async_trait]
 impl Hello for Greeter {
-    async fn greet(&self, name: String) -> Result<String, RpcError> {
+    async fn greet(&self, _cx: &Context, name: String) -> Result<String, Status> {
         Ok(format!("Hello, {name}!"))
     }
 }

@@ -52,7 +52,7 @@ use std::io::ErrorKind;
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use brisk::{async_trait, Client, Connect, RpcError, Server, ServerConfig};
+use brisk::{Client, Connect, Context, RpcError, Server, ServerConfig, Status};
 use clap::{Parser, Subcommand};
 use hello::{Hello, HelloClient, HelloServer};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -105,9 +105,8 @@ enum Mode {
 
 struct Greeter;
 
-#[async_trait]
 impl Hello for Greeter {
-    async fn greet(&self, name: String) -> Result<String, RpcError> {
+    async fn greet(&self, _cx: &Context, name: String) -> Result<String, Status> {
         Ok(format!("Hello, {name}!"))
     }
 }

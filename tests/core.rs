@@ -559,7 +559,7 @@ struct AddToken;
 #[async_trait]
 impl Interceptor for AddToken {
     async fn call(&self, mut req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
-        req.metadata.insert("token", "open sesame");
+        req.metadata_mut().insert("token", "open sesame");
         next.run(req).await
     }
 }
@@ -570,7 +570,7 @@ struct RequireToken(Arc<std::sync::atomic::AtomicU64>);
 impl Interceptor for RequireToken {
     async fn call(&self, req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if req.metadata.get("token") != Some("open sesame") {
+        if req.metadata().get("token") != Some("open sesame") {
             return Err(RpcError::Unauthenticated("missing or wrong token".into()));
         }
         next.run(req).await
@@ -756,7 +756,7 @@ struct PeerLog(Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>>);
 #[async_trait]
 impl Interceptor for PeerLog {
     async fn call(&self, req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
-        if let Some(peer) = req.peer {
+        if let Some(peer) = req.cx.peer() {
             self.0.lock().push(peer);
         }
         next.run(req).await

@@ -16,20 +16,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::{async_trait, Client, Connect, Payload, RpcError, Server, ServerConfig};
+use brisk::{Client, Connect, Context, Payload, Server, ServerConfig, Status};
 
-brisk::service! {
-    /// Bytes in, the same bytes out.
-    pub trait Blob {
-        async fn echo(data: Payload) -> Payload;
-    }
+/// Bytes in, the same bytes out.
+#[brisk::service]
+pub trait Blob {
+    async fn echo(&self, cx: &Context, data: Payload) -> Result<Payload, Status>;
 }
 
 struct BlobImpl;
 
-#[async_trait]
 impl Blob for BlobImpl {
-    async fn echo(&self, data: Payload) -> Result<Payload, RpcError> {
+    async fn echo(&self, _cx: &Context, data: Payload) -> Result<Payload, Status> {
         Ok(data)
     }
 }

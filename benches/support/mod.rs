@@ -9,41 +9,39 @@
 use std::time::{Duration, Instant};
 
 use brisk::{
-    async_trait, Client, ClientConfig, Connect, ConnectType, Dispatch, DispatchConfig, PoolConfig,
-    QueueKind, RpcError, Server, ServerConfig, ServerHandle, WriteMode,
+    Client, ClientConfig, Connect, ConnectType, Context, Dispatch, DispatchConfig, PoolConfig,
+    QueueKind, RpcError, Server, ServerConfig, ServerHandle, Status, WriteMode,
 };
 use bytes::Bytes;
 use criterion::{Criterion, SamplingMode};
 use tokio::runtime::Runtime;
 use tokio::task::JoinSet;
 
-brisk::service! {
-    /// The service every network bench calls.
-    pub trait Bench {
-        /// Does nothing: measures the framework alone.
-        async fn nothing();
-        /// Blocks its thread for ~1 ms, as a JDBC call would.
-        async fn block_1ms();
-        /// Returns its argument.
-        async fn echo(data: Bytes) -> Bytes;
-    }
+/// The service every network bench calls.
+#[brisk::service]
+pub trait Bench {
+    /// Does nothing: measures the framework alone.
+    async fn nothing(&self, cx: &Context) -> Result<(), Status>;
+    /// Blocks its thread for ~1 ms, as a JDBC call would.
+    async fn block_1ms(&self, cx: &Context) -> Result<(), Status>;
+    /// Returns its argument.
+    async fn echo(&self, cx: &Context, data: Bytes) -> Result<Bytes, Status>;
 }
 
 /// The `Bench` implementation.
 pub struct BenchImpl;
 
-#[async_trait]
 impl Bench for BenchImpl {
-    async fn nothing(&self) -> Result<(), RpcError> {
+    async fn nothing(&self, _cx: &Context) -> Result<(), Status> {
         Ok(())
     }
 
-    async fn block_1ms(&self) -> Result<(), RpcError> {
+    async fn block_1ms(&self, _cx: &Context) -> Result<(), Status> {
         std::thread::sleep(Duration::from_millis(1));
         Ok(())
     }
 
-    async fn echo(&self, data: Bytes) -> Result<Bytes, RpcError> {
+    async fn echo(&self, _cx: &Context, data: Bytes) -> Result<Bytes, Status> {
         Ok(data)
     }
 }

@@ -7,25 +7,23 @@
 //! (embedded SQLite by default — blocking the thread that runs it, as JDBC did in
 //! the Java original — or PostgreSQL). `echo` returns its bytes, for payload sweeps.
 
-use brisk::{async_trait, Payload, RpcError};
+use brisk::{Code, Context, Payload, Status};
 
 use crate::store::{Message, MessageStore, StoreError};
-use brisk::{Code, Status};
 
-brisk::service! {
-    /// The jksoa-benchmark service.
-    pub trait BenchmarkService {
-        /// `nth`: nothing at all.
-        async fn do_nothing();
-        /// `cache`: one of the 10 records from an in-process cache.
-        async fn get_message_from_cache(id: i64) -> Message;
-        /// `file`: reads and parses `messages.json`, then finds the record.
-        async fn get_message_from_file(id: i64) -> Message;
-        /// `db`: `select … from message where id = ?` on the configured database.
-        async fn get_message_from_db(id: i64) -> Message;
-        /// `echo`: the same bytes back.
-        async fn echo(data: Payload) -> Payload;
-    }
+/// The jksoa-benchmark service.
+#[brisk::service]
+pub trait BenchmarkService {
+    /// `nth`: nothing at all.
+    async fn do_nothing(&self, cx: &Context) -> Result<(), Status>;
+    /// `cache`: one of the 10 records from an in-process cache.
+    async fn get_message_from_cache(&self, cx: &Context, id: i64) -> Result<Message, Status>;
+    /// `file`: reads and parses `messages.json`, then finds the record.
+    async fn get_message_from_file(&self, cx: &Context, id: i64) -> Result<Message, Status>;
+    /// `db`: `select … from message where id = ?` on the configured database.
+    async fn get_message_from_db(&self, cx: &Context, id: i64) -> Result<Message, Status>;
+    /// `echo`: the same bytes back.
+    async fn echo(&self, cx: &Context, data: Payload) -> Result<Payload, Status>;
 }
 
 /// The implementation over a [`MessageStore`].
@@ -49,34 +47,33 @@ impl BenchmarkServiceImpl {
 /// A store failure as the caller's error: a missing record is
 /// [`Code::NotFound`], anything else the store's infrastructure failing
 /// ([`Code::Unavailable`]).
-fn handler_error(e: StoreError) -> RpcError {
+fn handler_error(e: StoreError) -> Status {
     let code = if e.is_not_found() {
         Code::NotFound
     } else {
         Code::Unavailable
     };
-    Status::new(code, e.to_string()).into()
+    Status::new(code, e.to_string())
 }
 
-#[async_trait]
 impl BenchmarkService for BenchmarkServiceImpl {
-    async fn do_nothing(&self) -> Result<(), RpcError> {
+    async fn do_nothing(&self, _cx: &Context) -> Result<(), Status> {
         Ok(())
     }
 
-    async fn get_message_from_cache(&self, id: i64) -> Result<Message, RpcError> {
+    async fn get_message_from_cache(&self, _cx: &Context, id: i64) -> Result<Message, Status> {
         self.store.cache.get(id).map_err(handler_error)
     }
 
-    async fn get_message_from_file(&self, id: i64) -> Result<Message, RpcError> {
+    async fn get_message_from_file(&self, _cx: &Context, id: i64) -> Result<Message, Status> {
         self.store.file.get(id).map_err(handler_error)
     }
 
-    async fn get_message_from_db(&self, id: i64) -> Result<Message, RpcError> {
+    async fn get_message_from_db(&self, _cx: &Context, id: i64) -> Result<Message, Status> {
         self.store.db.get(id).await.map_err(handler_error)
     }
 
-    async fn echo(&self, data: Payload) -> Result<Payload, RpcError> {
+    async fn echo(&self, _cx: &Context, data: Payload) -> Result<Payload, Status> {
         Ok(data)
     }
 }

@@ -1,9 +1,10 @@
 //! The Hello service shared by `hello_server` and `hello_client`.
 
-brisk::service! {
-    /// Greets people.
-    pub trait Hello {
-        /// A greeting for `name`.
-        async fn greet(name: String) -> String;
-    }
+use brisk::{Context, Status};
+
+/// Greets people.
+#[brisk::service]
+pub trait Hello {
+    /// A greeting for `name`.
+    async fn greet(&self, cx: &Context, name: String) -> Result<String, Status>;
 }

@@ -23,8 +23,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rpc_codec::{BodyCodec, OutFrame};
 use rpc_core::{
-    ConnectType, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
-    WriteMode,
+    ConnectType, Context, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse,
+    SerializerKind, WriteMode,
 };
 use rpc_transport::{SendSpec, Started};
 use serde::de::DeserializeOwned;
@@ -100,23 +100,44 @@ impl Client {
             hash_key: options.hash_key.as_deref(),
             idempotent: options.idempotent,
         };
-        let response = if self.inner.interceptors.is_empty() {
-            // Straight to the transport: no `RpcRequest`, nothing boxed.
-            let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
-            if !options.metadata.is_empty() {
-                frame.metadata = options.metadata.clone();
+        let call = async {
+            if self.inner.interceptors.is_empty() {
+                // Straight to the transport: no `RpcRequest`, nothing boxed.
+                let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
+                if !options.metadata.is_empty() {
+                    frame.metadata = options.metadata.clone();
+                }
+                self.invoke(frame, &settings).await
+            } else {
+                let mut req = RpcRequest::new(service, method, serializer, body);
+                req.cx = Context::new(0, serializer)
+                    .with_metadata(options.metadata.clone())
+                    .with_timeout(settings.timeout);
+                let endpoint = TransportEndpoint {
+                    client: self,
+                    settings,
+                };
+                // Boxed: the chain's state stays out of the plain call's future.
+                Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await
             }
-            self.invoke(frame, &settings).await?
-        } else {
-            let mut req = RpcRequest::new(service, method, serializer, body);
-            req.metadata = options.metadata.clone();
-            req.timeout = Some(settings.timeout);
-            let endpoint = TransportEndpoint {
-                client: self,
-                settings,
-            };
-            // Boxed: the chain's state stays out of the plain call's future.
-            Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await?
+        };
+        let response = match &options.cancel {
+            None => call.await?,
+            // Dropping `call` drops its pending request, which sends the
+            // server a `Cancel`. Boxed: the select stays out of the plain
+            // call's future.
+            Some(parent) => {
+                Box::pin(async {
+                    tokio::select! {
+                        biased;
+                        r = call => r,
+                        _ = parent.cancelled() => Err(RpcError::Cancelled(format!(
+                            "{service}.{method}: the call it was made for was cancelled"
+                        ))),
+                    }
+                })
+                .await?
+            }
         };
         serializer.decode_bytes(&response.body)
     }
@@ -124,8 +145,10 @@ impl Client {
     /// Sends an already serialized request through the interceptors and the
     /// transport (what the HTTP gateway and generic tools use).
     pub async fn call_raw(&self, mut req: RpcRequest) -> Result<RpcResponse, RpcError> {
-        if req.timeout.is_none() {
-            req.timeout = Some(self.timeout_for(&req.service, &req.method));
+        if req.cx.deadline().is_none() {
+            let timeout = self.timeout_for(&req.service, &req.method);
+            req.cx
+                .set_deadline(std::time::Instant::now().checked_add(timeout));
         }
         let endpoint = TransportEndpoint {
             client: self,
@@ -282,7 +305,10 @@ impl Client {
         let answer = pending.response().await?;
         drop(lease);
         match answer.error_status() {
-            None => Ok(RpcResponse::new(answer.body)),
+            None => Ok(RpcResponse {
+                body: answer.body,
+                metadata: answer.meta.metadata,
+            }),
             Some(status) => Err(status.into_error(&frame.service, &frame.method)),
         }
     }
@@ -340,16 +366,18 @@ struct TransportEndpoint<'a> {
 
 #[async_trait]
 impl Endpoint for TransportEndpoint<'_> {
-    async fn call(&self, req: RpcRequest) -> Result<RpcResponse, RpcError> {
+    async fn call(&self, mut req: RpcRequest) -> Result<RpcResponse, RpcError> {
         let settings = CallSettings {
             timeout: req
-                .timeout
+                .cx
+                .remaining()
                 .unwrap_or(self.client.inner.config.request_timeout),
             ..self.settings
         };
+        let serializer = req.serializer().id();
         let frame = OutFrame {
-            metadata: req.metadata,
-            ..OutFrame::request(0, req.serializer.id(), req.service, req.method, req.body)
+            metadata: std::mem::take(req.cx.metadata_mut()),
+            ..OutFrame::request(0, serializer, req.service, req.method, req.body)
         };
         self.client.invoke(frame, &settings).await
     }

@@ -10,7 +10,7 @@
 //! to a [`balance`]r; a failed attempt is retried on another server.
 //!
 //! It does not own sockets or framing (`rpc-transport`, `rpc-codec`) nor typed
-//! service definitions (`brisk::service!` generates typed clients on top of
+//! service definitions (`#[brisk::service]` generates typed clients on top of
 //! [`Client::call`]).
 //!
 //! ```no_run

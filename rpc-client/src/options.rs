@@ -1,8 +1,11 @@
-//! [`CallOptions`]: what a single call may override.
+//! [`CallOptions`]: what a single call may override — and what a call made
+//! from inside a handler inherits from the call it serves
+//! (`CallOptions::from(&cx)`).
 
 use std::time::Duration;
 
-use rpc_core::{Metadata, SerializerKind, WriteMode};
+use rpc_core::{Context, Metadata, SerializerKind, WriteMode};
+use tokio_util::sync::CancellationToken;
 
 /// Per-call settings; anything left `None` falls back to the client's config.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +25,35 @@ pub struct CallOptions {
     /// idempotent call is also retried after a failure that may have come
     /// after the server ran it (see `ClientConfig::max_try_count`).
     pub idempotent: Option<bool>,
+    /// The call gives up (with `Cancelled`, sending the server a `Cancel`)
+    /// once this token is cancelled: a parent call's, say.
+    pub cancel: Option<CancellationToken>,
+}
+
+impl From<&Context> for CallOptions {
+    /// The options of a call made on behalf of the call `cx` serves: the
+    /// time it has left, its trace metadata ([`Context::inherited_metadata`])
+    /// and its cancellation.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rpc_client::CallOptions;
+    /// use rpc_core::{Context, SerializerKind};
+    ///
+    /// let parent = Context::new(1, SerializerKind::MsgPack).with_timeout(Duration::from_millis(300));
+    /// let options = CallOptions::from(&parent);
+    /// assert!(options.timeout.unwrap() <= Duration::from_millis(300));
+    /// parent.cancel();
+    /// assert!(options.cancel.unwrap().is_cancelled());
+    /// ```
+    fn from(cx: &Context) -> Self {
+        CallOptions {
+            timeout: cx.remaining(),
+            metadata: cx.inherited_metadata(),
+            cancel: Some(cx.cancellation().clone()),
+            ..CallOptions::default()
+        }
+    }
 }
 
 impl CallOptions {
@@ -54,6 +86,12 @@ impl CallOptions {
     /// Marks the call as safe to run twice (or not), whatever the config says.
     pub fn with_idempotent(mut self, idempotent: bool) -> Self {
         self.idempotent = Some(idempotent);
+        self
+    }
+
+    /// Gives up the call once `token` is cancelled.
+    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
         self
     }
 

@@ -163,6 +163,19 @@ mod tests {
     }
 
     #[test]
+    fn a_response_carries_its_metadata_back() {
+        let mut f = OutFrame::response(7, 1, Bytes::from_static(b"ok"));
+        assert_eq!(f.meta_len(), 0, "no metadata, no meta section");
+        f.metadata.insert("served-by", "node-1");
+        let mut buf = encode(&f);
+        let d = FrameCodec::default().decode(&mut buf).unwrap().unwrap();
+        assert_eq!(d.header.kind, FrameKind::Response);
+        assert_eq!(d.meta.service(), "");
+        assert_eq!(d.meta.metadata.get("served-by"), Some("node-1"));
+        assert_eq!(&d.body[..], b"ok");
+    }
+
+    #[test]
     fn request_round_trip_with_metadata() {
         let mut f = OutFrame::request(42, 1, "Hello", "greet", Bytes::from_static(b"abc"));
         f.timeout_ms = 1500;
@@ -299,6 +312,12 @@ mod tests {
                 prop_assert_eq!(d.meta.service(), service.as_str());
                 prop_assert_eq!(d.meta.method(), method.as_str());
                 prop_assert_eq!(d.meta.metadata, metadata);
+            } else if kind == FrameKind::Response {
+                // An answer carries its metadata back (and no meta at all without).
+                prop_assert_eq!(d.meta.metadata, metadata);
+                prop_assert_eq!(d.header.meta_len == 0, md.is_empty());
+            } else {
+                prop_assert_eq!(d.header.meta_len, 0);
             }
         }
 

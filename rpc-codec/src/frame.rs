@@ -40,7 +40,8 @@ pub enum FrameKind {
     Ping = 3,
     /// Heartbeat answer.
     Pong = 4,
-    /// The caller gave up on the request with this id (timeout); the server may drop it.
+    /// The caller gave up on the request with this id (it dropped the call or
+    /// timed out): the server cancels the call and sends no answer.
     Cancel = 5,
 }
 
@@ -194,7 +195,8 @@ fn take_str(raw: &[u8], at: &mut usize, width: usize, what: &str) -> Result<(u32
 pub struct Frame {
     /// The fixed header.
     pub header: Header,
-    /// Service, method and metadata (requests; empty otherwise).
+    /// Service, method and metadata (requests), the answer's metadata
+    /// (responses that carry some); empty otherwise.
     pub meta: Meta,
     /// Arguments, result, or an error response's status body.
     pub body: Bytes,
@@ -254,7 +256,8 @@ pub struct OutFrame {
     pub service: Cow<'static, str>,
     /// The called method (requests only).
     pub method: Cow<'static, str>,
-    /// Call metadata (requests only).
+    /// Call metadata (requests), or the answer's metadata (responses; an
+    /// answer without any has no meta section at all).
     pub metadata: Metadata,
     /// Serialized arguments or result, or an error's status body.
     pub body: Bytes,
@@ -316,7 +319,7 @@ impl OutFrame {
 
     /// Length of the meta section this frame will encode.
     pub fn meta_len(&self) -> usize {
-        if self.kind != FrameKind::Request {
+        if !self.has_meta() {
             return 0;
         }
         let mut n = 1 + self.service.len() + 1 + self.method.len() + 2;
@@ -324,6 +327,16 @@ impl OutFrame {
             n += 2 + k.len() + 2 + v.len();
         }
         n
+    }
+
+    /// Whether the frame has a meta section: every request, and a response
+    /// that carries metadata back (its names are empty).
+    fn has_meta(&self) -> bool {
+        match self.kind {
+            FrameKind::Request => true,
+            FrameKind::Response => !self.metadata.is_empty(),
+            _ => false,
+        }
     }
 
     /// Exact number of bytes [`OutFrame::encode`] appends.
@@ -343,7 +356,7 @@ impl OutFrame {
                 max: max_frame_size as u64,
             });
         }
-        if self.kind == FrameKind::Request {
+        if self.has_meta() {
             if self.service.len() > u8::MAX as usize || self.method.len() > u8::MAX as usize {
                 return Err(RpcError::Protocol(
                     "service and method names must be at most 255 bytes".into(),
@@ -375,7 +388,7 @@ impl OutFrame {
         header[20..24].copy_from_slice(&(meta_len as u32).to_be_bytes());
         header[24..28].copy_from_slice(&(self.body.len() as u32).to_be_bytes());
         dst.put_slice(&header);
-        if self.kind == FrameKind::Request {
+        if self.has_meta() {
             dst.put_u8(self.service.len() as u8);
             dst.put_slice(self.service.as_bytes());
             dst.put_u8(self.method.len() as u8);

@@ -18,17 +18,24 @@
 //!  8      8    request id   u64, unique per connection while the call is pending;
 //!                           never 0 for a call: a response with id 0 and an error
 //!                           status concerns the whole connection (then closed)
-//!  16     4    timeout ms   u32, the caller's remaining budget (0 = none)
+//!  16     4    timeout ms   u32, the caller's remaining budget (0 = none); the
+//!                           server's deadline for the call is its arrival + this
 //!  20     4    meta length  u32, bytes of the meta section below
 //!  24     4    body length  u32, bytes of the body
 //!  28     ..   meta         service (u8 len + UTF-8), method (u8 len + UTF-8),
 //!                           metadata count (u16), then per entry key (u16 len + UTF-8)
-//!                           and value (u16 len + UTF-8). Empty (length 0) on responses,
-//!                           pings, pongs and cancels.
+//!                           and value (u16 len + UTF-8). On a response that carries
+//!                           metadata back, the same layout with empty names; empty
+//!                           (length 0) on other responses, pings, pongs and cancels.
 //!  ..     ..   body         serialized arguments (request) or result (response);
 //!                           on an error status, the rest of the `Status` (message and
 //!                           typed details, see `status_body`).
 //! ```
+//!
+//! A `cancel` frame (no meta, no body) names a request the caller no longer
+//! waits for (it dropped the call, or gave up at its deadline): the server
+//! cancels that call's context and drops its future, or discards the answer
+//! of a handler it cannot stop. No answer follows a cancel.
 //!
 //! The decoder reads the 28-byte header first and checks `28 + meta + body`
 //! against the configured `max_frame_size` (default 16 MiB) **before** reserving

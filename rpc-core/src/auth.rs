@@ -88,9 +88,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 impl Interceptor for TokenAuth {
     async fn call(&self, req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
         let presented = req
-            .metadata
+            .metadata()
             .get(AUTHORIZATION)
-            .or_else(|| req.metadata.get(TOKEN));
+            .or_else(|| req.metadata().get(TOKEN));
         match presented {
             Some(token) if self.accepts(token) => next.run(req).await,
             _ => Err(RpcError::Unauthenticated(format!(
@@ -124,8 +124,8 @@ impl BearerToken {
 #[async_trait]
 impl Interceptor for BearerToken {
     async fn call(&self, mut req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
-        if req.metadata.get(AUTHORIZATION).is_none() {
-            req.metadata.insert(AUTHORIZATION, self.value.clone());
+        if req.metadata().get(AUTHORIZATION).is_none() {
+            req.metadata_mut().insert(AUTHORIZATION, self.value.clone());
         }
         next.run(req).await
     }

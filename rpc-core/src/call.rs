@@ -1,17 +1,16 @@
 //! The untyped call: what interceptors and handlers see of a request and its answer.
 //!
 //! By the time a call is an [`RpcRequest`] its arguments are already serialized
-//! into `body`; interceptors (auth, metrics, logging) work on names, metadata and
-//! sizes without paying for a decode. Names are `Cow<'static, str>` so the typed
-//! client's static names are never allocated.
+//! into `body`; interceptors (auth, metrics, logging) work on names, the
+//! [`Context`] (metadata, deadline, peer) and sizes without paying for a
+//! decode. Names are `Cow<'static, str>` so the typed client's static names
+//! are never allocated.
 
 use std::borrow::Cow;
-use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::{Metadata, SerializerKind};
+use crate::{Context, Metadata, SerializerKind};
 
 /// A call on its way to a handler (server side) or to the wire (client side).
 #[derive(Debug, Clone)]
@@ -20,20 +19,14 @@ pub struct RpcRequest {
     pub service: Cow<'static, str>,
     /// Method name within the service.
     pub method: Cow<'static, str>,
-    /// Serializer of `body` (and of the expected response).
-    pub serializer: SerializerKind,
-    /// Call metadata.
-    pub metadata: Metadata,
-    /// The serialized argument tuple.
+    /// The serialized argument tuple, in `cx.serializer()`.
     pub body: Bytes,
-    /// The time the caller still allows, if it said.
-    pub timeout: Option<Duration>,
-    /// The remote address (server side only).
-    pub peer: Option<SocketAddr>,
+    /// The call's context: metadata, deadline, peer, serializer, cancellation.
+    pub cx: Context,
 }
 
 impl RpcRequest {
-    /// A request with empty metadata, no timeout and no peer.
+    /// A request with empty metadata, no deadline and no peer.
     pub fn new(
         service: impl Into<Cow<'static, str>>,
         method: impl Into<Cow<'static, str>>,
@@ -43,25 +36,42 @@ impl RpcRequest {
         RpcRequest {
             service: service.into(),
             method: method.into(),
-            serializer,
-            metadata: Metadata::new(),
             body,
-            timeout: None,
-            peer: None,
+            cx: Context::new(0, serializer),
         }
+    }
+
+    /// The serializer of `body` (and of the expected response).
+    pub fn serializer(&self) -> SerializerKind {
+        self.cx.serializer()
+    }
+
+    /// The call's metadata.
+    pub fn metadata(&self) -> &Metadata {
+        self.cx.metadata()
+    }
+
+    /// The call's metadata, to change.
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        self.cx.metadata_mut()
     }
 }
 
-/// A successful answer: the serialized result.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A successful answer: the serialized result and the metadata sent with it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RpcResponse {
     /// The serialized result, in the request's serializer.
     pub body: Bytes,
+    /// Metadata the handler sent back ([`Context::set_reply_metadata`]).
+    pub metadata: Metadata,
 }
 
 impl RpcResponse {
-    /// Wraps a serialized result.
+    /// Wraps a serialized result, without metadata.
     pub fn new(body: Bytes) -> Self {
-        RpcResponse { body }
+        RpcResponse {
+            body,
+            metadata: Metadata::new(),
+        }
     }
 }

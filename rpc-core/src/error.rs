@@ -213,6 +213,11 @@ pub enum RpcError {
     #[error("{0}")]
     Status(Status),
 
+    /// The call was given up before its answer: the context it was made
+    /// from was cancelled, or the server dropped it at its caller's word.
+    #[error("cancelled: {0}")]
+    Cancelled(String),
+
     /// The server rejected the call because it is shutting down.
     #[error("server is shutting down; retry against another server")]
     ShuttingDown,
@@ -280,6 +285,7 @@ impl RpcError {
             RpcError::Handler(_) => Code::Handler,
             RpcError::Status(status) => status.code(),
             RpcError::ShuttingDown => Code::ShuttingDown,
+            RpcError::Cancelled(_) => Code::Cancelled,
             RpcError::TooManyConnections { .. } => Code::TooManyConnections,
             RpcError::Unauthenticated(_) => Code::Unauthenticated,
             RpcError::Closed(_) => Code::Closed,

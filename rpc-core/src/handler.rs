@@ -2,26 +2,34 @@
 //! one untyped entry point that decodes the arguments, runs the method and
 //! encodes the result.
 //!
-//! The `brisk::service!` macro implements it for every user service; the server
-//! routes by service name to the handler and lets it route by method.
+//! `#[brisk::service]` implements it for every user service. The server
+//! routes a call by service and method name once, to a method *index*, and
+//! the handler dispatches on that index: no second string match.
 
-use async_trait::async_trait;
+use std::future::Future;
+use std::pin::Pin;
+
 use bytes::Bytes;
 
-use crate::{RpcError, RpcRequest};
+use crate::{Context, RpcError, RpcResponse};
+
+/// A handler's call in progress.
+pub type HandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<RpcResponse, RpcError>> + Send + 'a>>;
 
 /// A served service.
-#[async_trait]
 pub trait ServiceHandler: Send + Sync + 'static {
     /// The service name clients call.
     fn service_name(&self) -> &'static str;
 
-    /// The method names this service answers.
+    /// The method names this service answers; a method's index here is what
+    /// [`call`](Self::call) receives.
     fn method_names(&self) -> &'static [&'static str];
 
-    /// Runs `req.method` with `req.body` as arguments; returns the encoded result
-    /// in `req.serializer`. An unknown method is [`RpcError::UnknownMethod`]; a body
-    /// that does not decode is [`RpcError::Deserialize`]; the method's own error is
-    /// [`RpcError::Handler`].
-    async fn call(&self, req: RpcRequest) -> Result<Bytes, RpcError>;
+    /// Runs method number `method` with `body` as its arguments, encoded in
+    /// `cx.serializer()`; returns the encoded result and the answer's
+    /// metadata. An index out of range is [`RpcError::UnknownMethod`]; a body
+    /// that does not decode is [`RpcError::Deserialize`]; the method's own
+    /// error is its [`Status`](crate::Status).
+    fn call(&self, method: usize, cx: Context, body: Bytes) -> HandlerFuture<'_>;
 }

@@ -17,7 +17,7 @@
 //! #[async_trait::async_trait]
 //! impl Interceptor for RequireToken {
 //!     async fn call(&self, req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
-//!         if req.metadata.get("token").is_none() {
+//!         if req.metadata().get("token").is_none() {
 //!             return Err(RpcError::Unauthenticated("missing `token` metadata".into()));
 //!         }
 //!         next.run(req).await
@@ -98,7 +98,7 @@ mod tests {
     impl Interceptor for Tag {
         async fn call(&self, mut req: RpcRequest, next: Next<'_>) -> Result<RpcResponse, RpcError> {
             self.1.lock().unwrap().push(self.0);
-            req.metadata.insert(self.0, "seen");
+            req.metadata_mut().insert(self.0, "seen");
             next.run(req).await
         }
     }

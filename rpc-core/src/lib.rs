@@ -5,7 +5,7 @@
 //! [`SerializerKind`] identity (the encoding itself lives in `rpc-codec`), the
 //! untyped call [`RpcRequest`]/[`RpcResponse`] that interceptors and handlers
 //! see, the [`Interceptor`] middleware abstraction, the [`ServiceHandler`] trait
-//! the `service!` macro implements, the mode enums ([`ConnectType`],
+//! `#[brisk::service]` implements, the mode enums ([`ConnectType`],
 //! [`WriteMode`], [`Dispatch`]) and the config-file loader.
 //!
 //! It must not know about sockets, tasks or thread pools: those belong to
@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod call;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod handler;
 pub mod interceptor;
@@ -27,8 +28,9 @@ pub mod status;
 
 pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};
+pub use context::Context;
 pub use error::{Cause, Result, RpcError};
-pub use handler::ServiceHandler;
+pub use handler::{HandlerFuture, ServiceHandler};
 pub use interceptor::{Endpoint, Interceptor, Next};
 pub use metadata::Metadata;
 pub use modes::{ConnectType, Dispatch, WriteMode};

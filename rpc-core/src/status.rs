@@ -75,6 +75,9 @@ pub enum Code {
     FailedPrecondition = 16,
     /// The handler's own answer: the service cannot serve now; try later.
     Unavailable = 17,
+    /// The caller gave up on the call (it dropped it, or the call it was made
+    /// from was cancelled); whatever the server did with it, nobody waits for it.
+    Cancelled = 18,
     /// Local: no connection to the server could be made.
     ConnectFailed = 100,
     /// Local: the request never left this client.
@@ -93,7 +96,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for tables and tests.
-    pub const ALL: [Code; 24] = [
+    pub const ALL: [Code; 25] = [
         Code::Ok,
         Code::Handler,
         Code::ServerBusy,
@@ -112,6 +115,7 @@ impl Code {
         Code::AlreadyExists,
         Code::FailedPrecondition,
         Code::Unavailable,
+        Code::Cancelled,
         Code::ConnectFailed,
         Code::NotSent,
         Code::ConnectionLost,
@@ -166,6 +170,7 @@ impl Code {
             AlreadyExists => (409, false, false, "already_exists"),
             FailedPrecondition => (412, false, false, "failed_precondition"),
             Unavailable => (503, false, false, "unavailable"),
+            Cancelled => (499, false, false, "cancelled"),
             ConnectFailed => (502, true, true, "connect_failed"),
             NotSent => (502, true, true, "not_sent"),
             ConnectionLost => (502, false, true, "connection_lost"),
@@ -298,6 +303,12 @@ impl Status {
         self
     }
 
+    /// A handler's failure with its own message ([`Code::Handler`]): what a
+    /// handler answers when no more specific code fits.
+    pub fn handler(message: impl Into<String>) -> Status {
+        Status::new(Code::Handler, message)
+    }
+
     /// With opaque details of the application's own (carried as they are).
     pub fn with_details(mut self, details: Bytes) -> Self {
         self.details = details;
@@ -356,6 +367,7 @@ impl Status {
                 },
             },
             (Code::ShuttingDown, _) => RpcError::ShuttingDown,
+            (Code::Cancelled, _) => RpcError::Cancelled(message),
             (Code::Unauthenticated, _) => RpcError::Unauthenticated(message),
             (Code::FrameTooLarge, Detail::FrameSize { size, max }) => {
                 RpcError::FrameTooLarge { size, max }
@@ -394,9 +406,10 @@ impl From<&RpcError> for Status {
         let text = |m: &str| Status::new(err.code(), m);
         match err {
             RpcError::Status(status) => status.clone(),
-            RpcError::Handler(m) | RpcError::ServerBusy(m) | RpcError::Unauthenticated(m) => {
-                text(m)
-            }
+            RpcError::Handler(m)
+            | RpcError::ServerBusy(m)
+            | RpcError::Unauthenticated(m)
+            | RpcError::Cancelled(m) => text(m),
             RpcError::UnknownService(s) => text(s),
             RpcError::UnknownMethod { .. } => text(&err.to_string()),
             RpcError::UnknownSerializer(id) => {
@@ -421,6 +434,16 @@ impl From<&RpcError> for Status {
                 evicted: *evicted,
             }),
             other => Status::new(Code::Handler, other.to_string()),
+        }
+    }
+}
+
+impl From<RpcError> for Status {
+    /// A handler's `?` on a call of its own: the status that error sends.
+    fn from(err: RpcError) -> Status {
+        match err {
+            RpcError::Status(status) => status,
+            other => Status::from(&other),
         }
     }
 }
@@ -459,7 +482,7 @@ mod tests {
         let mut names: Vec<_> = Code::ALL.iter().map(|c| c.name()).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 24);
+        assert_eq!(names.len(), Code::ALL.len());
     }
 
     #[test]
@@ -470,6 +493,7 @@ mod tests {
             RpcError::UnknownService("nope".into()),
             RpcError::UnknownSerializer(9),
             RpcError::ShuttingDown,
+            RpcError::Cancelled("the caller gave up".into()),
             RpcError::Unauthenticated("bad token".into()),
             RpcError::FrameTooLarge { size: 10, max: 5 },
             RpcError::TooManyConnections {

@@ -6,9 +6,14 @@
 //!
 //! - Whatever happens inside a handler — an error, a panic — becomes an error
 //!   response to that one caller; the connection and the server carry on.
-//! - A pooled call that waited in the queue past the caller's own timeout is
-//!   answered `Timeout` without running: the caller has given up, running it
-//!   would only waste a worker.
+//! - A call whose deadline passed before it started is answered
+//!   `DeadlineExceeded` without running, and a call cancelled while it
+//!   queued is not run at all: the caller has given up, running it would
+//!   only waste a worker.
+//! - A running pooled call whose context is cancelled (its deadline, its
+//!   caller's `Cancel`): an async handler's future is dropped at its next
+//!   await; a handler that blocks its worker sees `cx.cancelled()` and its
+//!   late answer is discarded (the connection answered already).
 //! - A pooled call is answered exactly once, through its [`Reply`]: into its
 //!   connection's `PoolAnswers`, or to an in-process waiter.
 //!
@@ -24,15 +29,13 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use futures::FutureExt;
-use rpc_core::{Endpoint, Next, RpcError, RpcRequest, RpcResponse, ServiceHandler};
+use rpc_core::{Endpoint, HandlerFuture, Next, RpcError, RpcRequest, RpcResponse};
 use tokio::sync::oneshot;
 
 use crate::ctx::ServerCtx;
@@ -41,17 +44,29 @@ use crate::pool::WorkerPool;
 use crate::reply::AnswerSlot;
 use crate::router::{Route, RouteEntry};
 
-struct HandlerEndpoint<'a>(&'a dyn ServiceHandler);
+/// The end of the server's interceptor chain: the routed method.
+struct HandlerEndpoint<'a>(&'a RouteEntry);
 
 #[async_trait]
 impl Endpoint for HandlerEndpoint<'_> {
     async fn call(&self, req: RpcRequest) -> Result<RpcResponse, RpcError> {
-        self.0.call(req).await.map(RpcResponse::new)
+        let route = self.0;
+        route.handler.call(route.index, req.cx, req.body).await
     }
 }
 
 /// A call in progress: the handler's (or the interceptor chain's) future.
-pub(crate) type CallFuture<'a> = Pin<Box<dyn Future<Output = Result<Bytes, RpcError>> + Send + 'a>>;
+pub(crate) type CallFuture<'a> = HandlerFuture<'a>;
+
+/// The error of a call whose deadline passed (`timeout` is what the caller
+/// allowed it).
+pub(crate) fn deadline_error(route: &RouteEntry, timeout: Duration) -> RpcError {
+    RpcError::Timeout {
+        service: route.service.into(),
+        method: route.method.into(),
+        timeout,
+    }
+}
 
 /// Starts `req` through the interceptors and the handler. Without interceptors
 /// this is the handler's own future, with no extra allocation.
@@ -61,13 +76,12 @@ pub(crate) fn start_call<'a>(
     req: RpcRequest,
 ) -> CallFuture<'a> {
     if ctx.interceptors.is_empty() {
-        route.handler.call(req)
+        route.handler.call(route.index, req.cx, req.body)
     } else {
         Box::pin(async move {
-            Next::new(&ctx.interceptors, &HandlerEndpoint(&*route.handler))
+            Next::new(&ctx.interceptors, &HandlerEndpoint(route))
                 .run(req)
                 .await
-                .map(|r| r.body)
         })
     }
 }
@@ -82,8 +96,8 @@ pub(crate) fn finish_call(
     ctx: &ServerCtx,
     route: &RouteEntry,
     elapsed: Duration,
-    outcome: std::thread::Result<Result<Bytes, RpcError>>,
-) -> Result<Bytes, RpcError> {
+    outcome: std::thread::Result<Result<RpcResponse, RpcError>>,
+) -> Result<RpcResponse, RpcError> {
     let result = match outcome {
         // A handler's own "not run" error (a gateway passing on a downstream
         // refusal, say) must not tell the caller this call did not run here:
@@ -99,15 +113,20 @@ pub(crate) fn finish_call(
         ))),
     };
     let max = ctx.config.transport.max_frame_size;
-    let result = result.and_then(|body| {
-        let size = rpc_codec::HEADER_LEN + body.len();
+    let result = result.and_then(|answer| {
+        let meta: usize = answer
+            .metadata
+            .iter()
+            .map(|(k, v)| 4 + k.len() + v.len())
+            .sum();
+        let size = rpc_codec::HEADER_LEN + meta + answer.body.len();
         if size > max {
             Err(RpcError::FrameTooLarge {
                 size: size as u64,
                 max: max as u64,
             })
         } else {
-            Ok(body)
+            Ok(answer)
         }
     });
     route.metrics.record(elapsed, result.is_ok());
@@ -125,7 +144,7 @@ pub(crate) async fn execute(
     route: &RouteEntry,
     req: RpcRequest,
     started: Instant,
-) -> Result<Bytes, RpcError> {
+) -> Result<RpcResponse, RpcError> {
     let outcome = AssertUnwindSafe(start_call(ctx, route, req))
         .catch_unwind()
         .await;
@@ -168,12 +187,12 @@ pub(crate) enum Reply {
     /// connection's [`PoolAnswers`](crate::reply::PoolAnswers).
     Frame(AnswerSlot),
     /// An in-process waiter (the HTTP gateway).
-    Channel(oneshot::Sender<Result<Bytes, RpcError>>),
+    Channel(oneshot::Sender<Result<RpcResponse, RpcError>>),
 }
 
 impl Reply {
     /// Delivers from a worker thread. A caller that has gone away is not an error.
-    fn deliver(self, result: Result<Bytes, RpcError>) {
+    fn deliver(self, result: Result<RpcResponse, RpcError>) {
         match self {
             Reply::Frame(slot) => slot.answer(result),
             Reply::Channel(tx) => {
@@ -188,13 +207,14 @@ impl Reply {
 /// handler may use tokio's timers or spawn) but without `block_on`, whose
 /// runtime entry and parking cost more than a short handler itself; only a call
 /// that is still pending is handed to `block_on`, which goes on polling the
-/// same future.
+/// same future — until the call's context is cancelled, which drops it.
 fn run_on_worker(
     ctx: &ServerCtx,
     route: &RouteEntry,
     req: RpcRequest,
     started: Instant,
-) -> Result<Bytes, RpcError> {
+) -> Result<RpcResponse, RpcError> {
+    let cancel = req.cx.cancellation().clone();
     let mut call = std::pin::pin!(execute(ctx, route, req, started));
     let first = {
         let _runtime = ctx.runtime.enter();
@@ -203,7 +223,17 @@ fn run_on_worker(
     };
     match first {
         std::task::Poll::Ready(result) => result,
-        std::task::Poll::Pending => ctx.runtime.block_on(call),
+        std::task::Poll::Pending => ctx.runtime.block_on(async {
+            tokio::select! {
+                biased;
+                r = &mut call => r,
+                // Its answer is discarded (the connection answered already):
+                // this only frees the worker.
+                _ = cancel.cancelled() => Err(RpcError::Cancelled(format!(
+                    "{}.{} was cancelled while it ran", route.service, route.method
+                ))),
+            }
+        }),
     }
 }
 
@@ -228,18 +258,22 @@ impl PoolJob {
         } = self;
         // One clock reading: how long the call queued, and when it started.
         let started = Instant::now();
-        let expired = req
-            .timeout
-            .filter(|t| started.saturating_duration_since(received) >= *t);
+        if req.cx.is_cancelled() {
+            // Its caller gave up while it queued (the connection answered
+            // or dropped it already): not run, not answered.
+            drop(reply);
+            return;
+        }
+        let expired = req.cx.deadline().filter(|d| *d <= started);
         let result = match expired {
             // The caller has given up already: do not spend a worker on it.
-            Some(timeout) => {
+            Some(deadline) => {
                 ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                Err(RpcError::Timeout {
-                    service: route.service.into(),
-                    method: route.method.into(),
-                    timeout,
-                })
+                route.metrics.record(Duration::ZERO, false);
+                Err(deadline_error(
+                    &route,
+                    deadline.saturating_duration_since(received),
+                ))
             }
             None => run_on_worker(&ctx, &route, req, started),
         };

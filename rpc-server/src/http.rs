@@ -7,8 +7,14 @@
 //! other languages call a brisk service. Also served: `GET /health` and
 //! `GET /metrics` (Prometheus text).
 //!
-//! Call metadata comes from `x-brisk-meta-<key>` headers; `x-brisk-timeout-ms`
-//! sets the call's timeout. Errors map to status codes with a JSON error body:
+//! Handlers get the same [`Context`] as on the binary protocol: metadata
+//! from `x-brisk-meta-<key>` headers (and the answer's metadata back as
+//! `x-brisk-meta-<key>` response headers), the peer, and a deadline of
+//! arrival + `x-brisk-timeout-ms`. At the deadline the caller gets 504 at
+//! once and the call's context is cancelled (a direct handler's future is
+//! dropped; a pooled handler's late answer discarded); a client that closes
+//! its connection before the answer cancels the call the same way, counted
+//! in `brisk_calls_cancelled_total`. Errors map to status codes with a JSON error body:
 //! 400 bad JSON or arguments, 401 unauthenticated, 404 unknown service or
 //! method, 405 wrong verb, 413 body over `max_frame_size`, 503 server busy or
 //! shutting down, 504 timeout, 500 handler error.
@@ -16,6 +22,7 @@
 use std::borrow::Cow;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,14 +34,15 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rpc_core::{Metadata, RpcError, RpcRequest, SerializerKind};
+use rpc_core::{Context, Metadata, RpcError, RpcRequest, RpcResponse, SerializerKind};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::ctx::{Dispatcher, ServerCtx};
-use crate::dispatch::{execute, PoolJob, Reply};
+use crate::dispatch::{deadline_error, execute, PoolJob, Reply};
+use crate::router::RouteEntry;
 use crate::stop::StopLevel;
 
 const META_PREFIX: &str = "x-brisk-meta-";
@@ -131,7 +139,16 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
             respond(StatusCode::OK, "text/plain; version=0.0.4", text)
         }
         (&Method::POST, _) => match call(ctx, peer, &path, req).await {
-            Ok(body) => respond(StatusCode::OK, "application/json", body),
+            Ok(answer) => {
+                let mut response = respond(StatusCode::OK, "application/json", answer.body);
+                for (key, value) in answer.metadata.iter() {
+                    let name = hyper::header::HeaderName::try_from(format!("{META_PREFIX}{key}"));
+                    if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(value)) {
+                        response.headers_mut().insert(name, value);
+                    }
+                }
+                response
+            }
             Err(e) => json_error(status_for(&e), &e),
         },
         _ => {
@@ -149,7 +166,7 @@ async fn call(
     peer: SocketAddr,
     path: &str,
     req: Request<Incoming>,
-) -> Result<Bytes, RpcError> {
+) -> Result<RpcResponse, RpcError> {
     let received = Instant::now();
     let mut parts = path.trim_matches('/').splitn(2, '/');
     let service = parts.next().unwrap_or_default();
@@ -201,14 +218,23 @@ async fn call(
         body
     };
 
+    let deadline = timeout.map(|t| (received + t, t));
+    let cx = Context::new(0, SerializerKind::Json)
+        .with_metadata(metadata)
+        .with_peer(peer)
+        .with_deadline(deadline.map(|(at, _)| at));
+    // Dropped before the answer (the client closed the connection, or the
+    // deadline below): the call's context is cancelled.
+    let mut guard = CancelOnDrop {
+        cx: Some(cx.clone()),
+        route: &route,
+        counted: true,
+    };
     let rpc_req = RpcRequest {
         service: Cow::Borrowed(route.service),
         method: Cow::Borrowed(route.method),
-        serializer: SerializerKind::Json,
-        metadata,
         body,
-        timeout,
-        peer: Some(peer),
+        cx,
     };
     let run = async {
         match &ctx.dispatcher {
@@ -228,18 +254,57 @@ async fn call(
             Dispatcher::Direct => execute(ctx, &route, rpc_req, Instant::now()).await,
         }
     };
-    let result = match timeout {
-        Some(t) => tokio::time::timeout(t, run).await.unwrap_or_else(|_| {
-            Err(RpcError::Timeout {
-                service: route.service.into(),
-                method: route.method.into(),
-                timeout: t,
-            })
-        }),
+    let result = match deadline {
+        // Not run: its caller has given up already.
+        Some((at, t)) if at <= Instant::now() => Err(deadline_error(&route, t)),
+        Some((at, t)) => tokio::time::timeout_at(tokio::time::Instant::from_std(at), run)
+            .await
+            .unwrap_or_else(|_| {
+                guard.counted = false;
+                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                route.metrics.record(t, false);
+                Err(deadline_error(&route, t))
+            }),
         None => run.await,
     };
-    if let Ok(b) = &result {
-        ctx.metrics.io.add_out(b.len() as u64);
+    guard.finish();
+    if let Ok(answer) = &result {
+        ctx.metrics.io.add_out(answer.body.len() as u64);
     }
     result
+}
+
+/// Cancels an HTTP call's context when its request future ends early; a
+/// call its client abandoned is counted cancelled.
+struct CancelOnDrop<'a> {
+    /// The context to cancel if dropped now (none once the handler answered).
+    cx: Option<Context>,
+    route: &'a RouteEntry,
+    /// Count a cancellation if dropped now (false once the call was
+    /// answered, or answered `DeadlineExceeded`).
+    counted: bool,
+}
+
+impl CancelOnDrop<'_> {
+    /// The call was answered. After its deadline a pooled handler may still
+    /// run: it sees its context cancelled (not counted as the client's
+    /// cancellation).
+    fn finish(mut self) {
+        if self.counted {
+            // Answered by the handler: nothing to cancel.
+            self.cx = None;
+        }
+        self.counted = false;
+    }
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.route.metrics.record_cancelled();
+        }
+        if let Some(cx) = self.cx.take() {
+            cx.cancel();
+        }
+    }
 }

@@ -19,7 +19,7 @@
 //!
 //! It does not own the wire format (`rpc-codec`), the frame reader, heartbeats,
 //! TLS and the frame budget (`rpc-transport`), or the typed service
-//! definitions (the `brisk::service!` macro).
+//! definitions (the `#[brisk::service]` macro).
 //!
 //! # Structure
 //!

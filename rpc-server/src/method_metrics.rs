@@ -16,6 +16,7 @@ pub const LATENCY_BUCKETS: [f64; 12] = [
 pub struct MethodMetrics {
     calls: AtomicU64,
     errors: AtomicU64,
+    cancelled: AtomicU64,
     sum_micros: AtomicU64,
     /// Non-cumulative counts per bucket; the last slot is +Inf.
     buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
@@ -36,6 +37,17 @@ impl MethodMetrics {
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_micros
             .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Records a call its caller gave up on before the answer (a `Cancel`
+    /// frame, a closed HTTP connection): it is not recorded as a call too.
+    pub fn record_cancelled(&self) {
+        self.cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls cancelled by their caller.
+    pub fn cancelled(&self) -> u64 {
+        self.cancelled.load(Ordering::Relaxed)
     }
 
     /// Calls recorded (successful or not).

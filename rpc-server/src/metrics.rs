@@ -74,6 +74,14 @@ impl Metrics {
                 "brisk_call_errors_total{{service=\"{s}\",method=\"{m}\"}} {v}"
             );
         }
+        out.push_str("# HELP brisk_calls_cancelled_total Calls their caller gave up on before the answer, per method.\n# TYPE brisk_calls_cancelled_total counter\n");
+        for ((m, mm), s) in keys.iter().zip(&services) {
+            let v = mm.cancelled();
+            let _ = writeln!(
+                out,
+                "brisk_calls_cancelled_total{{service=\"{s}\",method=\"{m}\"}} {v}"
+            );
+        }
         out.push_str("# HELP brisk_call_duration_seconds Handler latency, per method.\n# TYPE brisk_call_duration_seconds histogram\n");
         for ((m, mm), s) in keys.iter().zip(&services) {
             let mut cumulative = 0;

@@ -23,6 +23,9 @@ pub struct RouteEntry {
     pub service: &'static str,
     /// The method name.
     pub method: &'static str,
+    /// The method's index in the handler's `method_names`: what the handler
+    /// dispatches on.
+    pub index: usize,
     /// The method's counters and latency histogram.
     pub metrics: MethodMetrics,
 }
@@ -72,11 +75,13 @@ impl Router {
         let routes = handler
             .method_names()
             .iter()
-            .map(|method| {
+            .enumerate()
+            .map(|(index, method)| {
                 Arc::new(RouteEntry {
                     handler: handler.clone(),
                     service,
                     method,
+                    index,
                     metrics: MethodMetrics::default(),
                 })
             })

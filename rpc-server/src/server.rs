@@ -102,7 +102,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Serves a service (what `brisk::service!` generates as `XxxServer`).
+    /// Serves a service (what `#[brisk::service]` generates as `XxxServer`).
     pub fn service(mut self, handler: impl ServiceHandler) -> Self {
         self.router.add(Arc::new(handler));
         self

@@ -405,8 +405,11 @@ impl Future for WriteWait {
 
 /// A request that has been sent and waits for its response.
 ///
-/// Dropping it (timeout, or the caller giving up) removes its pending slot, so a
-/// late response is recognised as stale and dropped.
+/// Dropping it before its answer (the caller gave up, lost a `select!`) and
+/// timing out both remove its pending slot, so a late response is
+/// recognised as stale and dropped, and tell the server with a `Cancel`
+/// frame, so it stops the call (or discards its answer) instead of running
+/// it for nobody.
 #[derive(Debug)]
 pub struct PendingCall {
     conn: Arc<Connection>,
@@ -430,10 +433,13 @@ impl PendingCall {
         // Collected (or never there): the slot is free.
         self.answered = true;
         match outcome {
-            Some(Err(RpcError::Timeout { .. })) => Err(RpcError::Timeout {
-                service: self.service.to_string(),
-                method: self.method.to_string(),
-                timeout: self.timeout,
+            Some(Err(RpcError::Timeout { .. })) => Err({
+                self.send_cancel();
+                RpcError::Timeout {
+                    service: self.service.to_string(),
+                    method: self.method.to_string(),
+                    timeout: self.timeout,
+                }
             }),
             Some(outcome) => outcome,
             None => {
@@ -444,11 +450,27 @@ impl PendingCall {
     }
 }
 
+impl PendingCall {
+    /// Tells the server this call is given up. Without waiting: a full write
+    /// queue or a closed connection drops the cancel (the server's deadline
+    /// still ends the call).
+    fn send_cancel(&self) {
+        let _ = self
+            .conn
+            .writer
+            .try_send(&OutFrame::control(FrameKind::Cancel, self.id));
+    }
+}
+
 impl Drop for PendingCall {
     fn drop(&mut self) {
-        // Collected by `response`; otherwise free the slot now.
+        // Collected by `response`; otherwise the caller gave up on it: free
+        // the slot and tell the server.
         if !self.answered {
             self.conn.shared.pending.remove(self.id);
+            if !self.conn.shared.close.is_closed() {
+                self.send_cancel();
+            }
         }
     }
 }

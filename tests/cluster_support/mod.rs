@@ -8,16 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use brisk::{async_trait, Dispatch, RpcError, Server, ServerBuilder, ServerHandle};
+use brisk::{Context, Dispatch, Server, ServerBuilder, ServerHandle, Status};
 
-brisk::service! {
-    /// Answers with the name of the server that ran the call.
-    pub trait Where {
-        /// The server's name.
-        async fn whoami() -> String;
-        /// Sleeps, then the server's name.
-        async fn slow(ms: u64) -> String;
-    }
+/// Answers with the name of the server that ran the call.
+#[brisk::service]
+pub trait Where {
+    /// The server's name.
+    async fn whoami(&self, cx: &Context) -> Result<String, Status>;
+    /// Sleeps, then the server's name.
+    async fn slow(&self, cx: &Context, ms: u64) -> Result<String, Status>;
 }
 
 /// One test server's identity and counters.
@@ -30,12 +29,11 @@ pub struct WhereImpl {
     pub extra_delay_ms: u64,
 }
 
-#[async_trait]
 impl Where for Arc<WhereImpl> {
-    async fn whoami(&self) -> Result<String, RpcError> {
+    async fn whoami(&self, _cx: &Context) -> Result<String, Status> {
         Ok(self.name.clone())
     }
-    async fn slow(&self, ms: u64) -> Result<String, RpcError> {
+    async fn slow(&self, _cx: &Context, ms: u64) -> Result<String, Status> {
         self.active.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(ms + self.extra_delay_ms)).await;
         self.active.fetch_sub(1, Ordering::SeqCst);

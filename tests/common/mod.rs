@@ -6,24 +6,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use brisk::{
-    async_trait, Dispatch, DispatchConfig, PoolConfig, QueueKind, RpcError, Server, ServerConfig,
-    ServerHandle,
+    Context, Dispatch, DispatchConfig, PoolConfig, QueueKind, RpcError, Server, ServerConfig,
+    ServerHandle, Status,
 };
 use parking_lot::{Condvar, Mutex};
 
-brisk::service! {
-    /// Everything the tests need a server to do.
-    pub trait Calc {
-        async fn add(a: i64, b: i64) -> i64;
-        async fn echo(data: Vec<u8>) -> Vec<u8>;
-        /// `echo` for large payloads: bytes that decode without a copy.
-        async fn blob(data: brisk::Payload) -> brisk::Payload;
-        async fn sleep_ms(ms: u64) -> u64;
-        async fn fail(message: String);
-        async fn panic_now();
-        async fn wait_gate(tag: u64) -> u64;
-        async fn calls() -> u64;
-    }
+/// Everything the tests need a server to do.
+#[brisk::service]
+pub trait Calc {
+    async fn add(&self, cx: &Context, a: i64, b: i64) -> Result<i64, Status>;
+    async fn echo(&self, cx: &Context, data: Vec<u8>) -> Result<Vec<u8>, Status>;
+    /// `echo` for large payloads: bytes that decode without a copy.
+    async fn blob(&self, cx: &Context, data: brisk::Payload) -> Result<brisk::Payload, Status>;
+    async fn sleep_ms(&self, cx: &Context, ms: u64) -> Result<u64, Status>;
+    async fn fail(&self, cx: &Context, message: String) -> Result<(), Status>;
+    async fn panic_now(&self, cx: &Context) -> Result<(), Status>;
+    async fn wait_gate(&self, cx: &Context, tag: u64) -> Result<u64, Status>;
+    async fn calls(&self, cx: &Context) -> Result<u64, Status>;
 }
 
 /// A gate the test opens to release handlers blocked in `wait_gate`, and a
@@ -77,38 +76,37 @@ pub struct CalcImpl {
     pub echoed: AtomicU64,
 }
 
-#[async_trait]
 impl Calc for Arc<CalcImpl> {
-    async fn add(&self, a: i64, b: i64) -> Result<i64, RpcError> {
+    async fn add(&self, _cx: &Context, a: i64, b: i64) -> Result<i64, Status> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Ok(a + b)
     }
-    async fn echo(&self, data: Vec<u8>) -> Result<Vec<u8>, RpcError> {
+    async fn echo(&self, _cx: &Context, data: Vec<u8>) -> Result<Vec<u8>, Status> {
         self.echoed.fetch_add(1, Ordering::Relaxed);
         Ok(data)
     }
-    async fn blob(&self, data: brisk::Payload) -> Result<brisk::Payload, RpcError> {
+    async fn blob(&self, _cx: &Context, data: brisk::Payload) -> Result<brisk::Payload, Status> {
         self.echoed.fetch_add(1, Ordering::Relaxed);
         Ok(data)
     }
-    async fn sleep_ms(&self, ms: u64) -> Result<u64, RpcError> {
+    async fn sleep_ms(&self, _cx: &Context, ms: u64) -> Result<u64, Status> {
         self.slept.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(ms)
     }
-    async fn fail(&self, message: String) -> Result<(), RpcError> {
+    async fn fail(&self, _cx: &Context, message: String) -> Result<(), Status> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        Err(RpcError::Handler(message))
+        Err(RpcError::Handler(message).into())
     }
-    async fn panic_now(&self) -> Result<(), RpcError> {
+    async fn panic_now(&self, _cx: &Context) -> Result<(), Status> {
         panic!("deliberate test panic")
     }
-    async fn wait_gate(&self, tag: u64) -> Result<u64, RpcError> {
+    async fn wait_gate(&self, _cx: &Context, tag: u64) -> Result<u64, Status> {
         // Blocks the thread on purpose, as a JDBC call would.
         self.gate.pass();
         Ok(tag)
     }
-    async fn calls(&self) -> Result<u64, RpcError> {
+    async fn calls(&self, _cx: &Context) -> Result<u64, Status> {
         Ok(self.calls.load(Ordering::Relaxed))
     }
 }

@@ -32,6 +32,19 @@
 //! trade-off. One clock reading per call: the end of one call is the start of
 //! the next.
 //!
+//! # Deadlines and cancellation
+//!
+//! A request's deadline is its arrival plus the timeout in its header. The
+//! calls that can still end early — direct calls still pending after their
+//! first poll, and every pooled call — are kept in [`LiveCalls`] with one
+//! timer for all their deadlines. At a deadline the task answers
+//! `DeadlineExceeded` at once and cancels the call's context: a direct
+//! call's future is dropped, a pooled call's late answer discarded (see
+//! `PoolAnswers::settle`). A `Cancel` frame cancels the context the same
+//! way and nothing is answered. A direct handler that blocks its thread
+//! cannot be interrupted (it blocks this task too): its answer comes when
+//! it returns. When the connection closes, every live call is cancelled.
+//!
 //! # Shutdown and eviction
 //!
 //! Stop news comes through the [`StopWatch`], read once
@@ -53,6 +66,7 @@
 //! [`CallActivity`]: after each batch, one relaxed store when the batch held a
 //! request or the connection's busy state changed; no lock per request.
 
+mod live;
 mod stop_watch;
 
 use std::borrow::Cow;
@@ -66,7 +80,7 @@ use std::time::{Duration, Instant};
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, Header, OutFrame, CONNECTION_REQUEST_ID};
-use rpc_core::{RpcError, RpcRequest, SerializerKind};
+use rpc_core::{Context, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, Inbound, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -75,10 +89,11 @@ use tracing::{debug, trace, warn};
 
 use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
-use crate::dispatch::{finish_call, start_call, InFlight, PoolJob, Reply};
+use crate::dispatch::{deadline_error, finish_call, start_call, InFlight, PoolJob, Reply};
 use crate::pool::WorkerPool;
 use crate::reply::{pool_news, Outbox, PoolAnswers, ReplyTo};
 use crate::router::RouteEntry;
+use live::{Live, LiveCalls};
 use stop_watch::{Stop, StopWatch};
 
 /// Serves a plain TCP connection (split with `into_split`, the fast path);
@@ -183,6 +198,14 @@ async fn serve_halves<R, W>(
     let calls = || in_flight.get() + pooled.map_or(0, |p| p.in_flight());
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
+    // Calls that may still end early, and the one timer of their deadlines
+    // (polled only while armed).
+    let mut live = LiveCalls::default();
+    let mut ended: Vec<u64> = Vec::new();
+    let mut expired = Vec::new();
+    let deadline_timer = tokio::time::sleep(Duration::from_secs(3600));
+    tokio::pin!(deadline_timer);
+    let mut armed: Option<Instant> = None;
     let mut stopping = false;
     // Set once evicted: the answer to new requests and the connection's last frame.
     let mut evicted: Option<RpcError> = None;
@@ -254,9 +277,12 @@ async fn serve_halves<R, W>(
                 stopping,
                 evicted: evicted.as_ref(),
             };
-            let Some((call, req)) = conn.on_frame(frame, reserved, clock, &mut outbox) else {
+            let Some((mut call, req)) =
+                conn.on_frame(frame, reserved, clock, &mut outbox, &mut live)
+            else {
                 continue;
             };
+            let cancel = req.cx.cancellation().clone();
             // Poll the handler once right here: most finish at once (no I/O),
             // are answered into this batch and never need a slot in `direct`.
             let mut running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
@@ -268,15 +294,40 @@ async fn serve_halves<R, W>(
                 }
                 Poll::Pending => {
                     let permit = in_flight.acquire();
+                    call.live = live.insert(
+                        call.reply_to.id,
+                        Live {
+                            cancel: cancel.clone(),
+                            route: call.route,
+                            reply_to: call.reply_to,
+                            deadline: call.deadline,
+                            pooled: false,
+                        },
+                    );
                     direct.push(async move {
-                        let outcome = running.await;
+                        // Cancelled (its deadline, the client's `Cancel`, the
+                        // connection closing): the handler's future is dropped.
+                        let outcome = tokio::select! {
+                            biased;
+                            outcome = &mut running => Some(outcome),
+                            _ = cancel.cancelled() => None,
+                        };
                         (call, permit, outcome)
                     });
                 }
             }
         }
         if let Some(pooled) = pooled {
-            outbox.take_pooled(pooled);
+            take_pooled(&mut outbox, pooled, &mut live, &mut ended);
+        }
+        // Re-arm the deadline timer when the earliest deadline moved earlier.
+        if let Some(next) = live.next_deadline() {
+            if armed.is_none_or(|at| next < at) {
+                deadline_timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::from_std(next));
+                armed = Some(next);
+            }
         }
         call_activity.after_batch(called, calls() > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
@@ -323,13 +374,11 @@ async fn serve_halves<R, W>(
                 }
             },
             Some((call, permit, outcome)) = direct.next(), if !direct.is_empty() => {
-                let elapsed = call.started.elapsed();
-                call.answer(&ctx, elapsed, outcome, &mut outbox);
+                call.finished(&ctx, outcome, &mut outbox, &mut live);
                 drop(permit);
                 // Answer every other call that is done too, in the same batch.
                 while let Poll::Ready(Some((call, permit, outcome))) = futures::poll!(direct.next()) {
-                    let elapsed = call.started.elapsed();
-                    call.answer(&ctx, elapsed, outcome, &mut outbox);
+                    call.finished(&ctx, outcome, &mut outbox, &mut live);
                     drop(permit);
                     if !outbox.has_room() {
                         break;
@@ -338,7 +387,14 @@ async fn serve_halves<R, W>(
             }
             _ = pool_news(pooled) => {
                 if let Some(pooled) = pooled {
-                    outbox.take_pooled(pooled);
+                    take_pooled(&mut outbox, pooled, &mut live, &mut ended);
+                }
+            }
+            _ = &mut deadline_timer, if armed.is_some() => {
+                armed = None;
+                live.expire(Instant::now(), &mut expired);
+                for (id, call) in expired.drain(..) {
+                    answer_expired(&ctx, id, call, pooled, &mut outbox);
                 }
             }
             // An async block: disabled branches are still built, and a bare
@@ -369,11 +425,14 @@ async fn serve_halves<R, W>(
     // connection): the server may have run them, so the client must not be
     // told "not run" (`TooManyConnections`) for them.
     let abandoned = calls() > 0;
+    // Whatever still runs has nobody to answer: handlers that look see
+    // their context cancelled.
+    live.cancel_all();
     drop(direct);
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
     if let Some(pooled) = pooled {
-        outbox.take_pooled(pooled);
+        outbox.take_pooled(pooled, &mut ended);
         // Answers of calls still running have nobody to go to.
         pooled.close();
     }
@@ -448,6 +507,41 @@ fn answer_too_large<W: AsyncWrite + Unpin>(
     }
 }
 
+/// Moves the pool's answers into the outbox and forgets the calls that ended.
+fn take_pooled<W: AsyncWrite + Unpin>(
+    outbox: &mut Outbox<W>,
+    pooled: &PoolAnswers,
+    live: &mut LiveCalls<'_>,
+    ended: &mut Vec<u64>,
+) {
+    outbox.take_pooled(pooled, ended);
+    for id in ended.drain(..) {
+        live.remove(id);
+    }
+}
+
+/// Answers a call whose deadline passed, `DeadlineExceeded`, now, and
+/// cancels its context. A pooled call is settled first (so that its worker,
+/// woken by the cancellation, cannot answer before); one whose answer is
+/// already on its way out is left to that answer.
+fn answer_expired<W: AsyncWrite + Unpin>(
+    ctx: &ServerCtx,
+    id: u64,
+    call: Live<'_>,
+    pooled: Option<&PoolAnswers>,
+    outbox: &mut Outbox<W>,
+) {
+    let settled = !call.pooled || pooled.is_some_and(|p| p.settle(id));
+    call.cancel.cancel();
+    if !settled {
+        return;
+    }
+    let timeout = call.deadline.map_or(Duration::ZERO, |(_, t)| t);
+    ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+    call.route.metrics.record(timeout, false);
+    outbox.push(call.reply_to.error(&deadline_error(call.route, timeout)));
+}
+
 /// Why a connection closes when the server is forced down.
 const FORCED_CLOSE: &str = "server shut down before this connection's calls finished";
 
@@ -456,17 +550,43 @@ struct DirectCall<'a> {
     route: &'a RouteEntry,
     reply_to: ReplyTo,
     started: Instant,
+    /// When the caller stops waiting, and what it allowed.
+    deadline: Option<(Instant, Duration)>,
+    /// In `LiveCalls` (a call still pending after its first poll).
+    live: bool,
     /// A large request's share of the frame budget, held until its answer is written.
     reserved: Option<Reserved>,
 }
 
-impl DirectCall<'_> {
+impl<'a> DirectCall<'a> {
+    /// A pending call ended: answers it, unless it was cancelled or its
+    /// deadline was answered already (whoever takes it out of `live`
+    /// answers it).
+    fn finished<W: AsyncWrite + Unpin>(
+        self,
+        ctx: &ServerCtx,
+        outcome: Option<std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>>,
+        outbox: &mut Outbox<W>,
+        live: &mut LiveCalls<'a>,
+    ) {
+        let mine = !self.live || live.remove(self.reply_to.id).is_some();
+        match outcome {
+            Some(outcome) if mine => {
+                let elapsed = self.started.elapsed();
+                self.answer(ctx, elapsed, outcome, outbox);
+            }
+            // Dropped: its context was cancelled; the connection answered
+            // its deadline, or the client does not want an answer.
+            _ => {}
+        }
+    }
+
     /// Records the call's outcome and encodes its answer.
     fn answer<W: AsyncWrite + Unpin>(
         self,
         ctx: &ServerCtx,
         elapsed: Duration,
-        outcome: std::thread::Result<Result<bytes::Bytes, RpcError>>,
+        outcome: std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>,
         outbox: &mut Outbox<W>,
     ) {
         let result = finish_call(ctx, self.route, elapsed, outcome);
@@ -512,6 +632,7 @@ impl<'a> Conn<'a, '_> {
         reserved: Option<Reserved>,
         received: Instant,
         answers: &mut Outbox<W>,
+        live: &mut LiveCalls<'a>,
     ) -> Option<(DirectCall<'a>, RpcRequest)> {
         let id = frame.header.request_id;
         match frame.header.kind {
@@ -522,7 +643,19 @@ impl<'a> Conn<'a, '_> {
             }
             FrameKind::Pong => return None,
             FrameKind::Cancel => {
-                trace!(peer = %self.peer, request_id = id, "cancel received (advisory; the call runs to completion)");
+                // A call not live has ended already (or never was): nothing to do.
+                if let Some(call) = live.remove(id) {
+                    trace!(peer = %self.peer, request_id = id, "call cancelled by the client");
+                    // Settled before the cancellation wakes its worker: no
+                    // answer goes out for it.
+                    if call.pooled {
+                        if let Some(lane) = self.pool_lane {
+                            lane.answers.settle(id);
+                        }
+                    }
+                    call.cancel.cancel();
+                    call.route.metrics.record_cancelled();
+                }
                 return None;
             }
             FrameKind::Response => {
@@ -556,17 +689,23 @@ impl<'a> Conn<'a, '_> {
             }
         };
         let timeout_ms = frame.header.timeout_ms;
+        let deadline = (timeout_ms > 0).then(|| {
+            let timeout = Duration::from_millis(timeout_ms as u64);
+            (received + timeout, timeout)
+        });
+        let cx = Context::new(id, serializer)
+            .with_metadata(frame.meta.metadata)
+            .with_peer(self.peer)
+            .with_deadline(deadline.map(|(at, _)| at));
         let req = RpcRequest {
             service: Cow::Borrowed(route.service),
             method: Cow::Borrowed(route.method),
-            serializer,
-            metadata: frame.meta.metadata,
             body: frame.body,
-            timeout: (timeout_ms > 0).then(|| Duration::from_millis(timeout_ms as u64)),
-            peer: Some(self.peer),
+            cx,
         };
         match self.pool_lane {
             Some(lane) => {
+                let cancel = req.cx.cancellation().clone();
                 let job = PoolJob {
                     ctx: self.ctx.clone(),
                     route: route.clone(),
@@ -574,8 +713,20 @@ impl<'a> Conn<'a, '_> {
                     received,
                     reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
-                if let Err(busy) = job.submit(lane.pool, self.ctx, route) {
-                    answers.push(reply_to.error(&busy));
+                match job.submit(lane.pool, self.ctx, route) {
+                    Ok(()) => {
+                        live.insert(
+                            id,
+                            Live {
+                                cancel,
+                                route,
+                                reply_to,
+                                deadline,
+                                pooled: true,
+                            },
+                        );
+                    }
+                    Err(busy) => answers.push(reply_to.error(&busy)),
                 }
                 None
             }
@@ -584,6 +735,8 @@ impl<'a> Conn<'a, '_> {
                     route,
                     reply_to,
                     started: received,
+                    deadline,
+                    live: false,
                     reserved,
                 },
                 req,

@@ -7,9 +7,9 @@
 //! caller always gets a frame — the answer or its `FrameTooLarge` error —
 //! instead of waiting for its timeout.
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use rpc_codec::{Header, OutFrame};
-use rpc_core::RpcError;
+use rpc_core::{RpcError, RpcResponse};
 use tracing::warn;
 
 /// Whom an answer goes to: the request's id on its connection and the
@@ -31,10 +31,15 @@ impl ReplyTo {
         }
     }
 
-    /// The answer frame for the call's outcome.
-    pub fn answer(self, result: Result<Bytes, RpcError>) -> OutFrame {
+    /// The answer frame for the call's outcome (with the metadata the
+    /// handler sent back, if any).
+    pub fn answer(self, result: Result<RpcResponse, RpcError>) -> OutFrame {
         match result {
-            Ok(body) => OutFrame::response(self.id, self.serializer, body),
+            Ok(RpcResponse { body, metadata }) => {
+                let mut frame = OutFrame::response(self.id, self.serializer, body);
+                frame.metadata = metadata;
+                frame
+            }
             Err(e) => self.error(&e),
         }
     }
