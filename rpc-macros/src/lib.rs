@@ -5,7 +5,7 @@
 //! `&self`, the call's context and the arguments, and returning
 //! `Result<T, E>` with `E: Into<Status>`:
 //!
-//! ```ignore
+//! ```text
 //! #[brisk::service]
 //! pub trait Hello {
 //!     async fn greet(&self, cx: &Context, name: String) -> Result<String, Status>;

@@ -193,3 +193,95 @@ fn result_ok_type(ret: &Type) -> syn::Result<Type> {
         _ => Err(not_result()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(tokens: TokenStream) -> syn::Result<ServiceDef> {
+        ServiceDef::from_trait(syn::parse2(tokens).expect("a trait"))
+    }
+
+    fn error(tokens: TokenStream) -> String {
+        match read(tokens) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_service_trait_is_read_method_by_method() {
+        let def = read(quote::quote! {
+            /// Greets.
+            pub trait Hello {
+                async fn greet(&self, cx: &Context, name: String, times: u32) -> Result<String, Status>;
+                async fn ping(&self, _cx: &Context) -> Result<(), Status>;
+            }
+        })
+        .unwrap();
+        assert_eq!(def.name, "Hello");
+        assert_eq!(def.methods.len(), 2);
+        let greet = &def.methods[0];
+        assert_eq!(greet.name, "greet");
+        assert_eq!(greet.cx_name, "cx");
+        let args: Vec<String> = greet.args.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(args, ["name", "times"]);
+        let ok = &greet.ok;
+        assert_eq!(quote::quote!(#ok).to_string(), "String");
+        assert!(def.methods[1].args.is_empty());
+    }
+
+    #[test]
+    fn what_cannot_be_served_is_refused_with_a_reason() {
+        let cases = [
+            (
+                quote::quote! { trait S { fn f(&self, cx: &Context) -> Result<(), Status>; } },
+                "are `async fn`",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self, cx: &Context) -> String; } },
+                "returns `Result<T, Status>`",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self, cx: &Context); } },
+                "returns `Result<T, Status>`",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self, cx: Context) -> Result<(), Status>; } },
+                "`cx: &Context`",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self) -> Result<(), Status>; } },
+                "the call's context",
+            ),
+            (
+                quote::quote! { trait S { async fn f(cx: &Context) -> Result<(), Status>; } },
+                "`&self`",
+            ),
+            (
+                quote::quote! { trait S<T> { async fn f(&self, cx: &Context) -> Result<T, Status>; } },
+                "no generics",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self, cx: &Context) -> Result<(), Status> { Ok(()) } } },
+                "no default body",
+            ),
+            (
+                quote::quote! { trait S { const N: u32; } },
+                "only `async fn`",
+            ),
+        ];
+        for (tokens, expected) in cases {
+            let text = tokens.to_string();
+            let message = error(tokens);
+            assert!(message.contains(expected), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_crate_path_can_be_renamed() {
+        let path = crate_path(quote::quote!(crate = my_brisk)).unwrap();
+        assert_eq!(quote::quote!(#path).to_string(), "my_brisk");
+        assert!(crate_path(quote::quote!(krate = x)).is_err());
+    }
+}
