@@ -67,33 +67,31 @@
 //! request or the connection's busy state changed; no lock per request.
 
 mod live;
+mod on_frame;
 mod stop_watch;
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
-use rpc_codec::{Frame, FrameKind, Header, OutFrame, CONNECTION_REQUEST_ID};
-use rpc_core::{Context, RpcError, RpcRequest, SerializerKind};
+use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
+use rpc_core::RpcError;
 use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, Inbound, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use tracing::{debug, trace, warn};
+use tracing::{debug, warn};
 
 use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
-use crate::dispatch::{deadline_error, finish_call, start_call, InFlight, PoolJob, Reply};
-use crate::pool::WorkerPool;
-use crate::reply::{pool_news, Outbox, PoolAnswers, ReplyTo};
-use crate::router::RouteEntry;
-use live::{Live, LiveCalls};
+use crate::dispatch::{start_call, InFlight};
+use crate::reply::{pool_news, Outbox, PoolAnswers};
+use live::LiveCalls;
+use on_frame::{answer_expired, answer_too_large, take_pooled, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
 
 /// Serves a plain TCP connection (split with `into_split`, the fast path);
@@ -294,16 +292,7 @@ async fn serve_halves<R, W>(
                 }
                 Poll::Pending => {
                     let permit = in_flight.acquire();
-                    call.live = live.insert(
-                        call.reply_to.id,
-                        Live {
-                            cancel: cancel.clone(),
-                            route: call.route,
-                            reply_to: call.reply_to,
-                            deadline: call.deadline,
-                            pooled: false,
-                        },
-                    );
+                    call.wait_in(&mut live, &cancel);
                     direct.push(async move {
                         // Cancelled (its deadline, the client's `Cancel`, the
                         // connection closing): the handler's future is dropped.
@@ -487,260 +476,5 @@ async fn serve_halves<R, W>(
     debug!(%peer, reason = close.reason(), "connection closed");
 }
 
-/// Answers a request whose header announced more than `max` bytes with
-/// `FrameTooLarge` (the reader skips its bytes); other kinds are only logged.
-fn answer_too_large<W: AsyncWrite + Unpin>(
-    ctx: &ServerCtx,
-    peer: &str,
-    header: &Header,
-    max: usize,
-    outbox: &mut Outbox<W>,
-) {
-    let id = header.request_id;
-    warn!(%peer, request_id = id, size = header.frame_len(), max,
-        "request larger than max_frame_size: answered FrameTooLarge, its bytes skipped");
-    if header.kind == FrameKind::Request {
-        ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
-        ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-        let err = Inbound::too_large_error(header, max);
-        outbox.push(OutFrame::error(id, header.serializer, &err));
-    }
-}
-
-/// Moves the pool's answers into the outbox and forgets the calls that ended.
-fn take_pooled<W: AsyncWrite + Unpin>(
-    outbox: &mut Outbox<W>,
-    pooled: &PoolAnswers,
-    live: &mut LiveCalls<'_>,
-    ended: &mut Vec<u64>,
-) {
-    outbox.take_pooled(pooled, ended);
-    for id in ended.drain(..) {
-        live.remove(id);
-    }
-}
-
-/// Answers a call whose deadline passed, `DeadlineExceeded`, now, and
-/// cancels its context. A pooled call is settled first (so that its worker,
-/// woken by the cancellation, cannot answer before); one whose answer is
-/// already on its way out is left to that answer.
-fn answer_expired<W: AsyncWrite + Unpin>(
-    ctx: &ServerCtx,
-    id: u64,
-    call: Live<'_>,
-    pooled: Option<&PoolAnswers>,
-    outbox: &mut Outbox<W>,
-) {
-    let settled = !call.pooled || pooled.is_some_and(|p| p.settle(id));
-    call.cancel.cancel();
-    if !settled {
-        return;
-    }
-    let timeout = call.deadline.map_or(Duration::ZERO, |(_, t)| t);
-    ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-    call.route.metrics.record(timeout, false);
-    outbox.push(call.reply_to.error(&deadline_error(call.route, timeout)));
-}
-
 /// Why a connection closes when the server is forced down.
 const FORCED_CLOSE: &str = "server shut down before this connection's calls finished";
-
-/// A call run on the connection task (direct dispatch), minus its request.
-struct DirectCall<'a> {
-    route: &'a RouteEntry,
-    reply_to: ReplyTo,
-    started: Instant,
-    /// When the caller stops waiting, and what it allowed.
-    deadline: Option<(Instant, Duration)>,
-    /// In `LiveCalls` (a call still pending after its first poll).
-    live: bool,
-    /// A large request's share of the frame budget, held until its answer is written.
-    reserved: Option<Reserved>,
-}
-
-impl<'a> DirectCall<'a> {
-    /// A pending call ended: answers it, unless it was cancelled or its
-    /// deadline was answered already (whoever takes it out of `live`
-    /// answers it).
-    fn finished<W: AsyncWrite + Unpin>(
-        self,
-        ctx: &ServerCtx,
-        outcome: Option<std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>>,
-        outbox: &mut Outbox<W>,
-        live: &mut LiveCalls<'a>,
-    ) {
-        let mine = !self.live || live.remove(self.reply_to.id).is_some();
-        match outcome {
-            Some(outcome) if mine => {
-                let elapsed = self.started.elapsed();
-                self.answer(ctx, elapsed, outcome, outbox);
-            }
-            // Dropped: its context was cancelled; the connection answered
-            // its deadline, or the client does not want an answer.
-            _ => {}
-        }
-    }
-
-    /// Records the call's outcome and encodes its answer.
-    fn answer<W: AsyncWrite + Unpin>(
-        self,
-        ctx: &ServerCtx,
-        elapsed: Duration,
-        outcome: std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>,
-        outbox: &mut Outbox<W>,
-    ) {
-        let result = finish_call(ctx, self.route, elapsed, outcome);
-        outbox.push(self.reply_to.answer(result));
-        outbox.hold(self.reserved);
-    }
-}
-
-/// A connection's way to the worker pool (pool mode only): the pool, and
-/// where its threads put this connection's answers.
-struct PoolLane<'a> {
-    pool: &'a WorkerPool,
-    answers: Arc<PoolAnswers>,
-}
-
-/// What handling one frame needs to know of its connection.
-struct Conn<'a, 'b> {
-    ctx: &'a Arc<ServerCtx>,
-    pool_lane: Option<&'b PoolLane<'a>>,
-    peer: SocketAddr,
-    stopping: bool,
-    /// Set when the connection was evicted: what new requests are answered.
-    evicted: Option<&'b RpcError>,
-}
-
-impl<'a> Conn<'a, '_> {
-    fn reply_error<W: AsyncWrite + Unpin>(
-        &self,
-        reply_to: ReplyTo,
-        err: RpcError,
-        answers: &mut Outbox<W>,
-    ) {
-        self.ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-        answers.push(reply_to.error(&err));
-    }
-
-    /// Handles one frame (received at `received`); returns a call for the
-    /// caller to run when dispatch is direct. Answers that need no handler
-    /// (pongs, errors) go into `answers`.
-    fn on_frame<W: AsyncWrite + Unpin>(
-        &self,
-        frame: Frame,
-        reserved: Option<Reserved>,
-        received: Instant,
-        answers: &mut Outbox<W>,
-        live: &mut LiveCalls<'a>,
-    ) -> Option<(DirectCall<'a>, RpcRequest)> {
-        let id = frame.header.request_id;
-        match frame.header.kind {
-            FrameKind::Request => {}
-            FrameKind::Ping => {
-                answers.push(OutFrame::control(FrameKind::Pong, id));
-                return None;
-            }
-            FrameKind::Pong => return None,
-            FrameKind::Cancel => {
-                // A call not live has ended already (or never was): nothing to do.
-                if let Some(call) = live.remove(id) {
-                    trace!(peer = %self.peer, request_id = id, "call cancelled by the client");
-                    // Settled before the cancellation wakes its worker: no
-                    // answer goes out for it.
-                    if call.pooled {
-                        if let Some(lane) = self.pool_lane {
-                            lane.answers.settle(id);
-                        }
-                    }
-                    call.cancel.cancel();
-                    call.route.metrics.record_cancelled();
-                }
-                return None;
-            }
-            FrameKind::Response => {
-                warn!(peer = %self.peer, request_id = id, "a client sent a response frame: ignored");
-                return None;
-            }
-        }
-        self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let reply_to = ReplyTo::of(&frame.header);
-        let serializer = match SerializerKind::from_id(reply_to.serializer) {
-            Ok(s) => s,
-            Err(e) => {
-                self.reply_error(reply_to, e, answers);
-                return None;
-            }
-        };
-        if self.stopping {
-            let refusal = self.evicted.cloned().unwrap_or(RpcError::ShuttingDown);
-            self.reply_error(reply_to, refusal, answers);
-            return None;
-        }
-        let ctx: &'a ServerCtx = self.ctx;
-        let route = match ctx
-            .router
-            .route_ref(frame.meta.service(), frame.meta.method())
-        {
-            Ok(r) => r,
-            Err(e) => {
-                self.reply_error(reply_to, e, answers);
-                return None;
-            }
-        };
-        let timeout_ms = frame.header.timeout_ms;
-        let deadline = (timeout_ms > 0).then(|| {
-            let timeout = Duration::from_millis(timeout_ms as u64);
-            (received + timeout, timeout)
-        });
-        let cx = Context::new(id, serializer)
-            .with_metadata(frame.meta.metadata)
-            .with_peer(self.peer)
-            .with_deadline(deadline.map(|(at, _)| at));
-        let req = RpcRequest {
-            service: Cow::Borrowed(route.service),
-            method: Cow::Borrowed(route.method),
-            body: frame.body,
-            cx,
-        };
-        match self.pool_lane {
-            Some(lane) => {
-                let cancel = req.cx.cancellation().clone();
-                let job = PoolJob {
-                    ctx: self.ctx.clone(),
-                    route: route.clone(),
-                    req,
-                    received,
-                    reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
-                };
-                match job.submit(lane.pool, self.ctx, route) {
-                    Ok(()) => {
-                        live.insert(
-                            id,
-                            Live {
-                                cancel,
-                                route,
-                                reply_to,
-                                deadline,
-                                pooled: true,
-                            },
-                        );
-                    }
-                    Err(busy) => answers.push(reply_to.error(&busy)),
-                }
-                None
-            }
-            None => Some((
-                DirectCall {
-                    route,
-                    reply_to,
-                    started: received,
-                    deadline,
-                    live: false,
-                    reserved,
-                },
-                req,
-            )),
-        }
-    }
-}

@@ -1,0 +1,298 @@
+//! Handling one frame read from a connection: a request is routed, given
+//! its [`Context`] (metadata, peer, deadline) and handed on — to the worker
+//! pool, or back to the connection task to poll (direct dispatch) — and what
+//! needs no handler (pings, cancels, refusals, oversize requests, expired
+//! deadlines) is answered here.
+//!
+//! The connection task owns the loop and the socket (`mod.rs`); this file
+//! owns what one frame or one call turns into, so the loop reads as a loop.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rpc_codec::{Frame, FrameKind, Header, OutFrame};
+use rpc_core::{Context, RpcError, RpcRequest, SerializerKind};
+use rpc_transport::{Inbound, Reserved};
+use tokio::io::AsyncWrite;
+use tokio_util::sync::CancellationToken;
+use tracing::{trace, warn};
+
+use super::live::{Live, LiveCalls};
+use crate::ctx::ServerCtx;
+use crate::dispatch::{deadline_error, finish_call, PoolJob, Reply};
+use crate::pool::WorkerPool;
+use crate::reply::{Outbox, PoolAnswers, ReplyTo};
+use crate::router::RouteEntry;
+
+/// Answers a request whose header announced more than `max` bytes with
+/// `FrameTooLarge` (the reader skips its bytes); other kinds are only logged.
+pub(super) fn answer_too_large<W: AsyncWrite + Unpin>(
+    ctx: &ServerCtx,
+    peer: &str,
+    header: &Header,
+    max: usize,
+    outbox: &mut Outbox<W>,
+) {
+    let id = header.request_id;
+    warn!(%peer, request_id = id, size = header.frame_len(), max,
+        "request larger than max_frame_size: answered FrameTooLarge, its bytes skipped");
+    if header.kind == FrameKind::Request {
+        ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+        let err = Inbound::too_large_error(header, max);
+        outbox.push(OutFrame::error(id, header.serializer, &err));
+    }
+}
+
+/// Moves the pool's answers into the outbox and forgets the calls that ended.
+pub(super) fn take_pooled<W: AsyncWrite + Unpin>(
+    outbox: &mut Outbox<W>,
+    pooled: &PoolAnswers,
+    live: &mut LiveCalls<'_>,
+    ended: &mut Vec<u64>,
+) {
+    outbox.take_pooled(pooled, ended);
+    for id in ended.drain(..) {
+        live.remove(id);
+    }
+}
+
+/// Answers a call whose deadline passed, `DeadlineExceeded`, now, and
+/// cancels its context. A pooled call is settled first (so that its worker,
+/// woken by the cancellation, cannot answer before); one whose answer is
+/// already on its way out is left to that answer.
+pub(super) fn answer_expired<W: AsyncWrite + Unpin>(
+    ctx: &ServerCtx,
+    id: u64,
+    call: Live<'_>,
+    pooled: Option<&PoolAnswers>,
+    outbox: &mut Outbox<W>,
+) {
+    let settled = !call.pooled || pooled.is_some_and(|p| p.settle(id));
+    call.cancel.cancel();
+    if !settled {
+        return;
+    }
+    let timeout = call.deadline.map_or(Duration::ZERO, |(_, t)| t);
+    ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+    call.route.metrics.record(timeout, false);
+    outbox.push(call.reply_to.error(&deadline_error(call.route, timeout)));
+}
+
+/// A call run on the connection task (direct dispatch), minus its request.
+pub(super) struct DirectCall<'a> {
+    pub(super) route: &'a RouteEntry,
+    reply_to: ReplyTo,
+    started: Instant,
+    /// When the caller stops waiting, and what it allowed.
+    deadline: Option<(Instant, Duration)>,
+    /// In `LiveCalls` (a call still pending after its first poll).
+    live: bool,
+    /// A large request's share of the frame budget, held until its answer is written.
+    reserved: Option<Reserved>,
+}
+
+impl<'a> DirectCall<'a> {
+    /// The call is still pending after its first poll: it goes into `live`,
+    /// to be cancelled by its deadline or a `Cancel` frame through `cancel`.
+    pub(super) fn wait_in(&mut self, live: &mut LiveCalls<'a>, cancel: &CancellationToken) {
+        self.live = live.insert(
+            self.reply_to.id,
+            Live {
+                cancel: cancel.clone(),
+                route: self.route,
+                reply_to: self.reply_to,
+                deadline: self.deadline,
+                pooled: false,
+            },
+        );
+    }
+
+    /// A pending call ended: answers it, unless it was cancelled or its
+    /// deadline was answered already (whoever takes it out of `live`
+    /// answers it).
+    pub(super) fn finished<W: AsyncWrite + Unpin>(
+        self,
+        ctx: &ServerCtx,
+        outcome: Option<std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>>,
+        outbox: &mut Outbox<W>,
+        live: &mut LiveCalls<'a>,
+    ) {
+        let mine = !self.live || live.remove(self.reply_to.id).is_some();
+        match outcome {
+            Some(outcome) if mine => {
+                let elapsed = self.started.elapsed();
+                self.answer(ctx, elapsed, outcome, outbox);
+            }
+            // Dropped: its context was cancelled; the connection answered
+            // its deadline, or the client does not want an answer.
+            _ => {}
+        }
+    }
+
+    /// Records the call's outcome and encodes its answer.
+    pub(super) fn answer<W: AsyncWrite + Unpin>(
+        self,
+        ctx: &ServerCtx,
+        elapsed: Duration,
+        outcome: std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>,
+        outbox: &mut Outbox<W>,
+    ) {
+        let result = finish_call(ctx, self.route, elapsed, outcome);
+        outbox.push(self.reply_to.answer(result));
+        outbox.hold(self.reserved);
+    }
+}
+
+/// A connection's way to the worker pool (pool mode only): the pool, and
+/// where its threads put this connection's answers.
+pub(super) struct PoolLane<'a> {
+    pub(super) pool: &'a WorkerPool,
+    pub(super) answers: Arc<PoolAnswers>,
+}
+
+/// What handling one frame needs to know of its connection.
+pub(super) struct Conn<'a, 'b> {
+    pub(super) ctx: &'a Arc<ServerCtx>,
+    pub(super) pool_lane: Option<&'b PoolLane<'a>>,
+    pub(super) peer: SocketAddr,
+    pub(super) stopping: bool,
+    /// Set when the connection was evicted: what new requests are answered.
+    pub(super) evicted: Option<&'b RpcError>,
+}
+
+impl<'a> Conn<'a, '_> {
+    fn reply_error<W: AsyncWrite + Unpin>(
+        &self,
+        reply_to: ReplyTo,
+        err: RpcError,
+        answers: &mut Outbox<W>,
+    ) {
+        self.ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+        answers.push(reply_to.error(&err));
+    }
+
+    /// Handles one frame (received at `received`); returns a call for the
+    /// caller to run when dispatch is direct. Answers that need no handler
+    /// (pongs, errors) go into `answers`.
+    pub(super) fn on_frame<W: AsyncWrite + Unpin>(
+        &self,
+        frame: Frame,
+        reserved: Option<Reserved>,
+        received: Instant,
+        answers: &mut Outbox<W>,
+        live: &mut LiveCalls<'a>,
+    ) -> Option<(DirectCall<'a>, RpcRequest)> {
+        let id = frame.header.request_id;
+        match frame.header.kind {
+            FrameKind::Request => {}
+            FrameKind::Ping => {
+                answers.push(OutFrame::control(FrameKind::Pong, id));
+                return None;
+            }
+            FrameKind::Pong => return None,
+            FrameKind::Cancel => {
+                // A call not live has ended already (or never was): nothing to do.
+                if let Some(call) = live.remove(id) {
+                    trace!(peer = %self.peer, request_id = id, "call cancelled by the client");
+                    // Settled before the cancellation wakes its worker: no
+                    // answer goes out for it.
+                    if call.pooled {
+                        if let Some(lane) = self.pool_lane {
+                            lane.answers.settle(id);
+                        }
+                    }
+                    call.cancel.cancel();
+                    call.route.metrics.record_cancelled();
+                }
+                return None;
+            }
+            FrameKind::Response => {
+                warn!(peer = %self.peer, request_id = id, "a client sent a response frame: ignored");
+                return None;
+            }
+        }
+        self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let reply_to = ReplyTo::of(&frame.header);
+        let serializer = match SerializerKind::from_id(reply_to.serializer) {
+            Ok(s) => s,
+            Err(e) => {
+                self.reply_error(reply_to, e, answers);
+                return None;
+            }
+        };
+        if self.stopping {
+            let refusal = self.evicted.cloned().unwrap_or(RpcError::ShuttingDown);
+            self.reply_error(reply_to, refusal, answers);
+            return None;
+        }
+        let ctx: &'a ServerCtx = self.ctx;
+        let route = match ctx
+            .router
+            .route_ref(frame.meta.service(), frame.meta.method())
+        {
+            Ok(r) => r,
+            Err(e) => {
+                self.reply_error(reply_to, e, answers);
+                return None;
+            }
+        };
+        let timeout_ms = frame.header.timeout_ms;
+        let deadline = (timeout_ms > 0).then(|| {
+            let timeout = Duration::from_millis(timeout_ms as u64);
+            (received + timeout, timeout)
+        });
+        let cx = Context::new(id, serializer)
+            .with_metadata(frame.meta.metadata)
+            .with_peer(self.peer)
+            .with_deadline(deadline.map(|(at, _)| at));
+        let req = RpcRequest {
+            service: Cow::Borrowed(route.service),
+            method: Cow::Borrowed(route.method),
+            body: frame.body,
+            cx,
+        };
+        match self.pool_lane {
+            Some(lane) => {
+                let cancel = req.cx.cancellation().clone();
+                let job = PoolJob {
+                    ctx: self.ctx.clone(),
+                    route: route.clone(),
+                    req,
+                    received,
+                    reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
+                };
+                match job.submit(lane.pool, self.ctx, route) {
+                    Ok(()) => {
+                        live.insert(
+                            id,
+                            Live {
+                                cancel,
+                                route,
+                                reply_to,
+                                deadline,
+                                pooled: true,
+                            },
+                        );
+                    }
+                    Err(busy) => answers.push(reply_to.error(&busy)),
+                }
+                None
+            }
+            None => Some((
+                DirectCall {
+                    route,
+                    reply_to,
+                    started: received,
+                    deadline,
+                    live: false,
+                    reserved,
+                },
+                req,
+            )),
+        }
+    }
+}
