@@ -77,7 +77,8 @@
 //!
 //! **Client, again**
 //! 11. `rpc-transport/src/connection.rs` — the connection's reader task
-//!     completes the pending call by its request id (`pending.rs`).
+//!     completes the pending call by its request id (`pending.rs`); a call
+//!     dropped or timed out before that sends the server a `Cancel` frame.
 //! 12. `rpc-client/src/client.rs` — an error status becomes the caller's
 //!     `RpcError` (`Status::into_error`); an answer is decoded into the result.
 //!
