@@ -165,15 +165,16 @@ pub mod __private {
 
     /// A method's outcome as the server's answer: the encoded result and the
     /// metadata the handler set, or its error as a status.
+    #[inline]
     pub fn answer<T: serde::Serialize, E: Into<Status>>(
         serializer: SerializerKind,
-        cx: &Context,
+        cx: Context,
         out: Result<T, E>,
     ) -> Result<RpcResponse, RpcError> {
         match out {
             Ok(value) => Ok(RpcResponse {
                 body: serializer.encode_body(&value)?,
-                metadata: cx.take_reply_metadata(),
+                metadata: cx.into_reply_metadata(),
             }),
             Err(e) => Err(RpcError::from(e.into())),
         }

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use rpc_core::{Context, Metadata, SerializerKind, WriteMode};
-use tokio_util::sync::CancellationToken;
+use rpc_core::{CancelSignal, Context, Metadata, SerializerKind, WriteMode};
 
 /// Per-call settings; anything left `None` falls back to the client's config.
 #[derive(Debug, Clone, Default)]
@@ -27,7 +26,7 @@ pub struct CallOptions {
     pub idempotent: Option<bool>,
     /// The call gives up (with `Cancelled`, sending the server a `Cancel`)
     /// once this token is cancelled: a parent call's, say.
-    pub cancel: Option<CancellationToken>,
+    pub cancel: Option<CancelSignal>,
 }
 
 impl From<&Context> for CallOptions {
@@ -89,9 +88,9 @@ impl CallOptions {
         self
     }
 
-    /// Gives up the call once `token` is cancelled.
-    pub fn with_cancel(mut self, token: CancellationToken) -> Self {
-        self.cancel = Some(token);
+    /// Gives up the call once `signal` is cancelled.
+    pub fn with_cancel(mut self, signal: CancelSignal) -> Self {
+        self.cancel = Some(signal);
         self
     }
 

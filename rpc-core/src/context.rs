@@ -16,7 +16,7 @@
 //! async handler's future is simply dropped then; `cancelled()` is for work
 //! the handler spawned, and for a handler on a worker thread (which cannot
 //! be pre-empted) to notice and stop early — its late answer is discarded.
-//! It is a [`CancellationToken`] underneath, so a nested call can watch its
+//! It is a [`CancelSignal`] underneath, so a nested call can watch its
 //! parent's: [`CallOptions::from(&cx)`] in rpc-client carries it, with the
 //! remaining deadline and the trace metadata ([`Context::inherited_metadata`]).
 //!
@@ -31,9 +31,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::{Metadata, SerializerKind};
+use crate::{CancelSignal, Metadata, SerializerKind};
 
 /// Metadata keys a call made from a handler passes on: W3C trace context and
 /// brisk's own request tracing.
@@ -63,7 +62,7 @@ pub struct Context {
     deadline: Option<Instant>,
     serializer: SerializerKind,
     metadata: Metadata,
-    cancel: CancellationToken,
+    cancel: CancelSignal,
     reply_metadata: Mutex<Metadata>,
 }
 
@@ -86,6 +85,7 @@ impl Clone for Context {
 impl Context {
     /// The context of call `request_id` in `serializer`: no metadata, no
     /// peer, no deadline, not cancelled.
+    #[inline]
     pub fn new(request_id: u64, serializer: SerializerKind) -> Self {
         Context {
             request_id,
@@ -93,51 +93,59 @@ impl Context {
             deadline: None,
             serializer,
             metadata: Metadata::new(),
-            cancel: CancellationToken::new(),
+            cancel: CancelSignal::new(),
             reply_metadata: Mutex::new(Metadata::new()),
         }
     }
 
     /// With the request's metadata.
+    #[inline]
     pub fn with_metadata(mut self, metadata: Metadata) -> Self {
         self.metadata = metadata;
         self
     }
 
     /// With the remote address.
+    #[inline]
     pub fn with_peer(mut self, peer: SocketAddr) -> Self {
         self.peer = Some(peer);
         self
     }
 
     /// With a deadline.
+    #[inline]
     pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
         self.deadline = deadline;
         self
     }
 
     /// With a deadline `timeout` from now.
+    #[inline]
     pub fn with_timeout(self, timeout: Duration) -> Self {
         self.with_deadline(Instant::now().checked_add(timeout))
     }
 
     /// Cancelled with `token` (a parent call's, say) instead of on its own.
-    pub fn with_cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
+    #[inline]
+    pub fn with_cancellation(mut self, signal: CancelSignal) -> Self {
+        self.cancel = signal;
         self
     }
 
     /// The call's id on its connection (0 on HTTP, which has none).
+    #[inline]
     pub fn request_id(&self) -> u64 {
         self.request_id
     }
 
     /// The caller's address, when the server knows it.
+    #[inline]
     pub fn peer(&self) -> Option<SocketAddr> {
         self.peer
     }
 
     /// When the caller stops waiting, if it said.
+    #[inline]
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
@@ -159,16 +167,19 @@ impl Context {
     }
 
     /// The serializer of the arguments and of the answer.
+    #[inline]
     pub fn serializer(&self) -> SerializerKind {
         self.serializer
     }
 
     /// The request's metadata.
+    #[inline]
     pub fn metadata(&self) -> &Metadata {
         &self.metadata
     }
 
     /// The request's metadata, to change (interceptors).
+    #[inline]
     pub fn metadata_mut(&mut self) -> &mut Metadata {
         &mut self.metadata
     }
@@ -195,14 +206,22 @@ impl Context {
         std::mem::take(&mut *self.reply_metadata.lock())
     }
 
+    /// The answer's metadata, once the handler is done with its context
+    /// (no lock: the context is the caller's now).
+    #[inline]
+    pub fn into_reply_metadata(self) -> Metadata {
+        self.reply_metadata.into_inner()
+    }
+
     /// Completes once the call is cancelled: the caller gave up, the deadline
     /// passed, the connection closed or the server was forced down.
-    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
-        self.cancel.cancelled()
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
     }
 
     /// True once the call is cancelled (for a handler that cannot await, on
     /// a worker thread, to check between steps).
+    #[inline]
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
     }
@@ -213,7 +232,8 @@ impl Context {
     }
 
     /// The call's cancellation token: what a nested call watches.
-    pub fn cancellation(&self) -> &CancellationToken {
+    #[inline]
+    pub fn cancellation(&self) -> &CancelSignal {
         &self.cancel
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod call;
+pub mod cancel;
 pub mod config;
 pub mod context;
 pub mod error;
@@ -28,6 +29,7 @@ pub mod status;
 
 pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};
+pub use cancel::CancelSignal;
 pub use context::Context;
 pub use error::{Cause, Result, RpcError};
 pub use handler::{HandlerFuture, ServiceHandler};

@@ -59,7 +59,7 @@ fn expand_server(def: &ServiceDef, krate: &syn::Path) -> TokenStream {
                 let serializer = cx.serializer();
                 let (#(#names,)*): (#(#types,)*) = serializer.decode_bytes(&body)?;
                 let out = self.0.#method(&cx #(, #names)*).await;
-                #krate::__private::answer(serializer, &cx, out)
+                #krate::__private::answer(serializer, cx, out)
             }),
         }
     });

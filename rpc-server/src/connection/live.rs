@@ -28,7 +28,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
+use rpc_core::CancelSignal;
 
 use crate::reply::ReplyTo;
 use crate::router::RouteEntry;
@@ -36,7 +36,7 @@ use crate::router::RouteEntry;
 /// One call that can still end early.
 pub(crate) struct Live<'a> {
     /// The call's context's cancellation.
-    pub cancel: CancellationToken,
+    pub cancel: CancelSignal,
     pub route: &'a RouteEntry,
     /// Whom a deadline's answer goes to.
     pub reply_to: ReplyTo,
@@ -185,7 +185,7 @@ mod tests {
 
     fn live(route: &RouteEntry, at: Option<Instant>) -> Live<'_> {
         Live {
-            cancel: CancellationToken::new(),
+            cancel: CancelSignal::new(),
             route,
             reply_to: ReplyTo {
                 id: 0,

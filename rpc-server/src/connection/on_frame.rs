@@ -14,10 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rpc_codec::{Frame, FrameKind, Header, OutFrame};
-use rpc_core::{Context, RpcError, RpcRequest, SerializerKind};
+use rpc_core::{CancelSignal, Context, RpcError, RpcRequest, SerializerKind};
 use rpc_transport::{Inbound, Reserved};
 use tokio::io::AsyncWrite;
-use tokio_util::sync::CancellationToken;
 use tracing::{trace, warn};
 
 use super::live::{Live, LiveCalls};
@@ -98,7 +97,7 @@ pub(super) struct DirectCall<'a> {
 impl<'a> DirectCall<'a> {
     /// The call is still pending after its first poll: it goes into `live`,
     /// to be cancelled by its deadline or a `Cancel` frame through `cancel`.
-    pub(super) fn wait_in(&mut self, live: &mut LiveCalls<'a>, cancel: &CancellationToken) {
+    pub(super) fn wait_in(&mut self, live: &mut LiveCalls<'a>, cancel: &CancelSignal) {
         self.live = live.insert(
             self.reply_to.id,
             Live {
