@@ -24,6 +24,7 @@
 //! calls) never enter the table at all.
 
 use std::cmp::Reverse;
+use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
@@ -80,13 +81,16 @@ impl<'a> LiveCalls<'a> {
     /// false: that second call cannot be cancelled or timed out here (its
     /// answers are the client's own confusion).
     pub fn insert(&mut self, id: u64, live: Live<'a>) -> bool {
-        if self.calls.contains_key(&id) {
-            return false;
+        let deadline = live.deadline;
+        match self.calls.entry(id) {
+            Entry::Occupied(_) => return false,
+            Entry::Vacant(slot) => {
+                slot.insert(live);
+            }
         }
-        if let Some((at, _)) = live.deadline {
+        if let Some((at, _)) = deadline {
             self.deadlines.push(Reverse((at, id)));
         }
-        self.calls.insert(id, live);
         if self.deadlines.len() > 2 * self.calls.len() + 64 {
             self.prune();
         }
