@@ -128,8 +128,13 @@ impl Front for FrontImpl {
     }
 }
 
+/// One test at a time: their bounds are in tens of milliseconds, and the
+/// tests of this file would otherwise share two cores with each other.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Runs a test body with a hard upper bound so nothing can hang CI.
 async fn bounded<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
+    let _alone = SERIAL.lock().await;
     tokio::time::timeout(Duration::from_secs(secs), f)
         .await
         .expect("test exceeded its time bound");
