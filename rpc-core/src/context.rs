@@ -231,7 +231,7 @@ impl Context {
         self.cancel.cancel();
     }
 
-    /// The call's cancellation token: what a nested call watches.
+    /// The call's end (answered or cancelled): what a nested call watches.
     #[inline]
     pub fn cancellation(&self) -> &CancelSignal {
         &self.cancel

@@ -15,7 +15,9 @@
 //!   await; a handler that blocks its worker sees `cx.cancelled()` and its
 //!   late answer is discarded (the connection answered already).
 //! - A pooled call is answered exactly once, through its [`Reply`]: into its
-//!   connection's `PoolAnswers`, or to an in-process waiter.
+//!   connection's `PoolAnswers`, or to an in-process waiter — and only when
+//!   its answer wins the call's `CancelSignal` (a deadline answered by the
+//!   connection, a cancel, came first otherwise).
 //!
 //! # Why it is shaped so
 //!
@@ -35,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::FutureExt;
-use rpc_core::{Endpoint, HandlerFuture, Next, RpcError, RpcRequest, RpcResponse};
+use rpc_core::{CancelSignal, Endpoint, HandlerFuture, Next, RpcError, RpcRequest, RpcResponse};
 use tokio::sync::oneshot;
 
 use crate::ctx::ServerCtx;
@@ -213,8 +215,8 @@ fn run_on_worker(
     route: &RouteEntry,
     req: RpcRequest,
     started: Instant,
+    end: &CancelSignal,
 ) -> Result<RpcResponse, RpcError> {
-    let cancel = req.cx.cancellation().clone();
     let mut call = std::pin::pin!(execute(ctx, route, req, started));
     let first = {
         let _runtime = ctx.runtime.enter();
@@ -229,7 +231,7 @@ fn run_on_worker(
                 r = &mut call => r,
                 // Its answer is discarded (the connection answered already):
                 // this only frees the worker.
-                _ = cancel.cancelled() => Err(RpcError::Cancelled(format!(
+                _ = end.cancelled() => Err(RpcError::Cancelled(format!(
                     "{}.{} was cancelled while it ran", route.service, route.method
                 ))),
             }
@@ -258,7 +260,8 @@ impl PoolJob {
         } = self;
         // One clock reading: how long the call queued, and when it started.
         let started = Instant::now();
-        if req.cx.is_cancelled() {
+        let end = req.cx.cancellation().clone();
+        if !end.is_running() {
             // Its caller gave up while it queued (the connection answered
             // or dropped it already): not run, not answered.
             drop(reply);
@@ -275,9 +278,13 @@ impl PoolJob {
                     deadline.saturating_duration_since(received),
                 ))
             }
-            None => run_on_worker(&ctx, &route, req, started),
+            None => run_on_worker(&ctx, &route, req, started, &end),
         };
-        reply.deliver(result);
+        // The answer goes out only if it ends the call: a deadline answered
+        // (or a cancel) in the meantime came first, and nobody waits for it.
+        if end.finish() {
+            reply.deliver(result);
+        }
     }
 
     /// Submits to the pool. When the pool is full the job is dropped unrun

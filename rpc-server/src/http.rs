@@ -34,7 +34,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use rpc_core::{Context, Metadata, RpcError, RpcRequest, RpcResponse, SerializerKind};
+use rpc_core::{
+    CancelSignal, Context, Metadata, RpcError, RpcRequest, RpcResponse, SerializerKind,
+};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
@@ -223,12 +225,12 @@ async fn call(
         .with_metadata(metadata)
         .with_peer(peer)
         .with_deadline(deadline.map(|(at, _)| at));
-    // Dropped before the answer (the client closed the connection, or the
-    // deadline below): the call's context is cancelled.
-    let mut guard = CancelOnDrop {
-        cx: Some(cx.clone()),
+    // Dropped before the call ends (the client closed the connection): the
+    // call is cancelled, and counted so.
+    let end = cx.cancellation().clone();
+    let _abandoned = CancelOnDrop {
+        end: end.clone(),
         route: &route,
-        counted: true,
     };
     let rpc_req = RpcRequest {
         service: Cow::Borrowed(route.service),
@@ -256,55 +258,41 @@ async fn call(
     };
     let result = match deadline {
         // Not run: its caller has given up already.
-        Some((at, t)) if at <= Instant::now() => Err(deadline_error(&route, t)),
+        Some((at, t)) if at <= Instant::now() => {
+            end.cancel();
+            Err(deadline_error(&route, t))
+        }
         Some((at, t)) => tokio::time::timeout_at(tokio::time::Instant::from_std(at), run)
             .await
             .unwrap_or_else(|_| {
-                guard.counted = false;
+                // Ends the call: a pooled handler still running sees its
+                // context cancelled, and its answer is discarded.
+                end.cancel();
                 ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
                 route.metrics.record(t, false);
                 Err(deadline_error(&route, t))
             }),
         None => run.await,
     };
-    guard.finish();
+    // Answered (a pooled answer has ended the call on its worker already).
+    end.finish();
     if let Ok(answer) = &result {
         ctx.metrics.io.add_out(answer.body.len() as u64);
     }
     result
 }
 
-/// Cancels an HTTP call's context when its request future ends early; a
-/// call its client abandoned is counted cancelled.
+/// Cancels an HTTP call whose request future is dropped before the call
+/// ended (its client went away), counting it cancelled.
 struct CancelOnDrop<'a> {
-    /// The context to cancel if dropped now (none once the handler answered).
-    cx: Option<Context>,
+    end: CancelSignal,
     route: &'a RouteEntry,
-    /// Count a cancellation if dropped now (false once the call was
-    /// answered, or answered `DeadlineExceeded`).
-    counted: bool,
-}
-
-impl CancelOnDrop<'_> {
-    /// The call was answered. After its deadline a pooled handler may still
-    /// run: it sees its context cancelled (not counted as the client's
-    /// cancellation).
-    fn finish(mut self) {
-        if self.counted {
-            // Answered by the handler: nothing to cancel.
-            self.cx = None;
-        }
-        self.counted = false;
-    }
 }
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if self.counted {
+        if self.end.cancel() {
             self.route.metrics.record_cancelled();
-        }
-        if let Some(cx) = self.cx.take() {
-            cx.cancel();
         }
     }
 }

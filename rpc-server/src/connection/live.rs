@@ -1,32 +1,31 @@
 //! [`LiveCalls`]: the calls of one connection that can still end early — by
-//! the client's `Cancel` frame or by their deadline — and the one timer that
+//! their deadline or by the client's `Cancel` frame — and the one timer that
 //! watches all their deadlines.
 //!
 //! # Invariants
 //!
-//! - Whoever takes a call out of the table answers it (or, for a cancel,
-//!   decides that nobody is answered): the connection on a deadline, the
-//!   finished call otherwise. So a call is answered exactly once even when
-//!   its handler finishes in the same turn its deadline passes.
-//! - A call leaves the table when it ends, however it ends; at most
-//!   `max_in_flight_per_connection` calls are in it.
+//! - A call ends once: its [`CancelSignal`] is claimed either by its answer
+//!   (`finish`, on the connection task or a worker thread) or by this table
+//!   (`cancel`, at the deadline or a `Cancel` frame), and only the winner
+//!   acts — answers, or discards. So nothing here has to be told that a call
+//!   ended: an entry whose signal is no longer running is stale, skipped
+//!   when it comes up and dropped when the table is pruned.
+//! - The table holds at most about twice the connection's calls in flight:
+//!   once it has doubled since the last prune, stale entries go.
 //!
-//! # Why one timer
+//! # Why shaped so
 //!
 //! A `tokio::time::timeout` around every call would put each one in the
 //! runtime's timer wheel and take it out again — for a timer that almost
 //! never fires. Deadlines go into a min-heap instead, and the connection
 //! task sleeps (one `Sleep`, re-armed only when the earliest deadline moves
-//! earlier or has fired) until the first of them. Calls that end are not
-//! looked for in the heap: their entries are skipped when they come up, and
-//! the heap is rebuilt from the live calls when stale entries outnumber them.
-//! Calls that finish in the first poll on the connection task (most direct
-//! calls) never enter the table at all.
+//! earlier or has fired) until the first of them. There is no map by
+//! request id: adding a call is one heap push, and the rare `Cancel` frame
+//! finds its call by a scan. Calls that finish in their first poll on the
+//! connection task (most direct calls) never enter the table at all.
 
-use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
-use std::collections::{BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use rpc_core::CancelSignal;
@@ -36,122 +35,129 @@ use crate::router::RouteEntry;
 
 /// One call that can still end early.
 pub(crate) struct Live<'a> {
-    /// The call's context's cancellation.
+    /// The call's end, shared with its context.
     pub cancel: CancelSignal,
     pub route: &'a RouteEntry,
     /// Whom a deadline's answer goes to.
     pub reply_to: ReplyTo,
     /// When the caller stops waiting, and what it allowed (for the error).
     pub deadline: Option<(Instant, Duration)>,
-    /// On the worker pool (its answer comes through `PoolAnswers`), or
-    /// polled by the connection task.
-    pub pooled: bool,
 }
 
-/// Request ids are chosen by the client: a multiplicative hash is enough,
-/// since the table never holds more than the connection's in-flight bound.
-#[derive(Default)]
-pub(crate) struct IdHasher(u64);
+/// A call with a deadline, ordered earliest first in the heap.
+struct Due<'a>(Instant, Live<'a>);
 
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+impl PartialEq for Due<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
     }
 }
+
+impl Eq for Due<'_> {}
+
+impl PartialOrd for Due<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due<'_> {
+    /// Reversed: `BinaryHeap` is a max-heap, the earliest deadline goes on top.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.cmp(&self.0)
+    }
+}
+
+/// The smallest table size at which stale entries are looked for.
+const PRUNE_FLOOR: usize = 64;
 
 /// The live calls of one connection.
-#[derive(Default)]
 pub(crate) struct LiveCalls<'a> {
-    calls: HashMap<u64, Live<'a>, BuildHasherDefault<IdHasher>>,
-    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    due: BinaryHeap<Due<'a>>,
+    /// Calls without a deadline (a peer that sends none): only a `Cancel`
+    /// frame ends them early.
+    open: Vec<Live<'a>>,
+    /// Entries at which the next prune happens.
+    prune_at: usize,
+}
+
+impl Default for LiveCalls<'_> {
+    fn default() -> Self {
+        LiveCalls {
+            due: BinaryHeap::new(),
+            open: Vec::new(),
+            prune_at: PRUNE_FLOOR,
+        }
+    }
 }
 
 impl<'a> LiveCalls<'a> {
-    /// Adds call `id`. A client that reuses the id of a call still live gets
-    /// false: that second call cannot be cancelled or timed out here (its
-    /// answers are the client's own confusion).
-    pub fn insert(&mut self, id: u64, live: Live<'a>) -> bool {
-        let deadline = live.deadline;
-        match self.calls.entry(id) {
-            Entry::Occupied(_) => return false,
-            Entry::Vacant(slot) => {
-                slot.insert(live);
-            }
+    /// Adds a call that may end early.
+    pub fn insert(&mut self, live: Live<'a>) {
+        match live.deadline {
+            Some((at, _)) => self.due.push(Due(at, live)),
+            None => self.open.push(live),
         }
-        if let Some((at, _)) = deadline {
-            self.deadlines.push(Reverse((at, id)));
-        }
-        if self.deadlines.len() > 2 * self.calls.len() + 64 {
+        if self.due.len() + self.open.len() >= self.prune_at {
             self.prune();
         }
-        true
-    }
-
-    /// Takes call `id` out (it ended, or is being answered now).
-    pub fn remove(&mut self, id: u64) -> Option<Live<'a>> {
-        self.calls.remove(&id)
     }
 
     /// The earliest deadline that may still be live.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.peek().map(|Reverse((at, _))| *at)
+        self.due.peek().map(|Due(at, _)| *at)
     }
 
-    /// Takes out, with their ids, the calls whose deadline is at or before
-    /// `now`. Their contexts are left for the caller to cancel: a pooled
-    /// call must be settled first, or its worker, woken by the cancellation,
-    /// could answer before the deadline's answer.
-    pub fn expire(&mut self, now: Instant, expired: &mut Vec<(u64, Live<'a>)>) {
-        while let Some(&Reverse((at, id))) = self.deadlines.peek() {
-            if at > now {
-                break;
-            }
-            self.deadlines.pop();
-            let current = self
-                .calls
-                .get(&id)
-                .is_some_and(|l| l.deadline.is_some_and(|(d, _)| d == at));
-            if current {
-                if let Some(live) = self.calls.remove(&id) {
-                    expired.push((id, live));
+    /// Cancels, at its caller's word, the running call with request id
+    /// `id`, and returns it; `None` when no such call runs (it ended, or
+    /// never was).
+    pub fn cancel(&mut self, id: u64) -> Option<&Live<'a>> {
+        let running = |l: &&Live<'a>| l.reply_to.id == id && l.cancel.is_running();
+        let found = self
+            .due
+            .iter()
+            .map(|Due(_, l)| l)
+            .chain(self.open.iter())
+            .find(running)?;
+        found.cancel.cancel().then_some(found)
+    }
+
+    /// Takes out the calls whose deadline is at or before `now` and cancels
+    /// them; those it cancelled (not answered in the meantime) go to
+    /// `expired`, for the caller to answer `DeadlineExceeded`.
+    pub fn expire(&mut self, now: Instant, expired: &mut Vec<Live<'a>>) {
+        while self.due.peek().is_some_and(|Due(at, _)| *at <= now) {
+            if let Some(Due(_, live)) = self.due.pop() {
+                if live.cancel.cancel() {
+                    expired.push(live);
                 }
             }
         }
     }
 
-    /// Cancels every live call (the connection is closing) and forgets them.
+    /// Cancels every call still running (the connection is closing) and
+    /// forgets them all.
     pub fn cancel_all(&mut self) {
-        for live in self.calls.values() {
+        for Due(_, live) in self.due.drain() {
             live.cancel.cancel();
         }
-        self.calls.clear();
-        self.deadlines.clear();
+        for live in self.open.drain(..) {
+            live.cancel.cancel();
+        }
     }
 
-    /// Calls in the table.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.calls.len()
-    }
-
-    /// Drops the heap entries of calls that have ended.
+    /// Drops the entries of calls that have ended; the next prune comes
+    /// when the table has doubled again.
     fn prune(&mut self) {
-        let calls = &self.calls;
-        self.deadlines.retain(|Reverse((at, id))| {
-            calls
-                .get(id)
-                .is_some_and(|l| l.deadline.is_some_and(|(d, _)| d == *at))
-        });
+        self.due.retain(|Due(_, l)| l.cancel.is_running());
+        self.open.retain(|l| l.cancel.is_running());
+        self.prune_at = PRUNE_FLOOR.max(2 * (self.due.len() + self.open.len()));
+    }
+
+    /// Entries in the table, stale ones included.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.due.len() + self.open.len()
     }
 }
 
@@ -187,52 +193,73 @@ mod tests {
         }
     }
 
-    fn live(route: &RouteEntry, at: Option<Instant>) -> Live<'_> {
+    fn live(route: &RouteEntry, id: u64, at: Option<Instant>) -> Live<'_> {
         Live {
             cancel: CancelSignal::new(),
             route,
-            reply_to: ReplyTo {
-                id: 0,
-                serializer: 1,
-            },
+            reply_to: ReplyTo { id, serializer: 1 },
             deadline: at.map(|at| (at, Duration::from_millis(10))),
-            pooled: false,
         }
     }
 
     #[test]
-    fn expired_calls_come_out_cancelled_and_ended_ones_do_not() {
+    fn expired_calls_come_out_cancelled_and_answered_ones_do_not() {
         let route = route();
         let mut table = LiveCalls::default();
         let now = Instant::now();
         let soon = now + Duration::from_millis(5);
         let late = now + Duration::from_secs(5);
-        assert!(table.insert(1, live(&route, Some(soon))));
-        assert!(table.insert(2, live(&route, Some(soon))));
-        assert!(table.insert(3, live(&route, Some(late))));
-        assert!(table.insert(4, live(&route, None)));
-        assert!(!table.insert(4, live(&route, None)), "an id already live");
-        let ended = table.remove(2).unwrap();
+        let answered = live(&route, 2, Some(soon));
+        let answered_signal = answered.cancel.clone();
+        table.insert(live(&route, 1, Some(soon)));
+        table.insert(answered);
+        table.insert(live(&route, 3, Some(late)));
+        table.insert(live(&route, 4, None));
+        // Call 2 was answered just before its deadline came up.
+        assert!(answered_signal.finish());
         let mut expired = Vec::new();
         table.expire(soon, &mut expired);
-        assert_eq!(expired.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1]);
-        assert!(!ended.cancel.is_cancelled(), "an ended call is left alone");
+        assert_eq!(
+            expired.iter().map(|l| l.reply_to.id).collect::<Vec<_>>(),
+            [1]
+        );
+        assert!(expired[0].cancel.is_cancelled());
+        assert!(
+            !answered_signal.is_cancelled(),
+            "an answered call is left alone"
+        );
         assert_eq!(table.next_deadline(), Some(late));
-        assert_eq!(table.len(), 2);
+
+        // A cancel finds a running call once, with a deadline or without.
+        assert_eq!(table.cancel(4).map(|l| l.reply_to.id), Some(4));
+        assert!(table.cancel(4).is_none(), "it is no longer running");
+        assert!(table.cancel(99).is_none());
+        let three = table.cancel(3).map(|l| l.cancel.clone()).unwrap();
+        assert!(three.is_cancelled());
         table.cancel_all();
         assert_eq!(table.len(), 0);
         assert_eq!(table.next_deadline(), None);
     }
 
     #[test]
-    fn stale_heap_entries_are_pruned() {
+    fn ended_calls_are_pruned_as_the_table_grows() {
         let route = route();
         let mut table = LiveCalls::default();
         let at = Instant::now() + Duration::from_secs(60);
+        let mut running = Vec::new();
         for id in 0..1000 {
-            assert!(table.insert(id, live(&route, Some(at))));
-            table.remove(id);
+            let call = live(&route, id, Some(at));
+            if id % 100 == 0 {
+                running.push(call.cancel.clone());
+            } else {
+                call.cancel.finish();
+            }
+            table.insert(call);
         }
-        assert!(table.deadlines.len() <= 2 * table.len() + 65);
+        assert!(table.len() <= 2 * PRUNE_FLOOR, "{} entries", table.len());
+        assert!(running.iter().all(|s| s.is_running()), "running calls stay");
+        let mut expired = Vec::new();
+        table.expire(at, &mut expired);
+        assert_eq!(expired.len(), running.len());
     }
 }

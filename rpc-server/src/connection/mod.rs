@@ -39,11 +39,13 @@
 //! first poll, and every pooled call — are kept in [`LiveCalls`] with one
 //! timer for all their deadlines. At a deadline the task answers
 //! `DeadlineExceeded` at once and cancels the call's context: a direct
-//! call's future is dropped, a pooled call's late answer discarded (see
-//! `PoolAnswers::settle`). A `Cancel` frame cancels the context the same
+//! call's future is dropped, a pooled call's late answer discarded. A
+//! `Cancel` frame cancels the context the same
 //! way and nothing is answered. A direct handler that blocks its thread
 //! cannot be interrupted (it blocks this task too): its answer comes when
 //! it returns. When the connection closes, every live call is cancelled.
+//! Whether a call's answer or its cancellation came first is decided once,
+//! by its [`CancelSignal`](rpc_core::CancelSignal): only the winner acts.
 //!
 //! # Shutdown and eviction
 //!
@@ -91,7 +93,7 @@ use crate::ctx::ServerCtx;
 use crate::dispatch::{start_call, InFlight};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
 use live::LiveCalls;
-use on_frame::{answer_expired, answer_too_large, take_pooled, Conn, PoolLane};
+use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
 
 /// Serves a plain TCP connection (split with `into_split`, the fast path);
@@ -199,7 +201,6 @@ async fn serve_halves<R, W>(
     // Calls that may still end early, and the one timer of their deadlines
     // (polled only while armed).
     let mut live = LiveCalls::default();
-    let mut ended: Vec<u64> = Vec::new();
     let mut expired = Vec::new();
     let deadline_timer = tokio::time::sleep(Duration::from_secs(3600));
     tokio::pin!(deadline_timer);
@@ -307,7 +308,7 @@ async fn serve_halves<R, W>(
             }
         }
         if let Some(pooled) = pooled {
-            take_pooled(&mut outbox, pooled, &mut live, &mut ended);
+            outbox.take_pooled(pooled);
         }
         // Re-arm the deadline timer when the earliest deadline moved earlier.
         if let Some(next) = live.next_deadline() {
@@ -363,11 +364,11 @@ async fn serve_halves<R, W>(
                 }
             },
             Some((call, permit, outcome)) = direct.next(), if !direct.is_empty() => {
-                call.finished(&ctx, outcome, &mut outbox, &mut live);
+                call.finished(&ctx, outcome, &mut outbox);
                 drop(permit);
                 // Answer every other call that is done too, in the same batch.
                 while let Poll::Ready(Some((call, permit, outcome))) = futures::poll!(direct.next()) {
-                    call.finished(&ctx, outcome, &mut outbox, &mut live);
+                    call.finished(&ctx, outcome, &mut outbox);
                     drop(permit);
                     if !outbox.has_room() {
                         break;
@@ -376,14 +377,14 @@ async fn serve_halves<R, W>(
             }
             _ = pool_news(pooled) => {
                 if let Some(pooled) = pooled {
-                    take_pooled(&mut outbox, pooled, &mut live, &mut ended);
+                    outbox.take_pooled(pooled);
                 }
             }
             _ = &mut deadline_timer, if armed.is_some() => {
                 armed = None;
                 live.expire(Instant::now(), &mut expired);
-                for (id, call) in expired.drain(..) {
-                    answer_expired(&ctx, id, call, pooled, &mut outbox);
+                for call in expired.drain(..) {
+                    answer_expired(&ctx, call, &mut outbox);
                 }
             }
             // An async block: disabled branches are still built, and a bare
@@ -421,7 +422,7 @@ async fn serve_halves<R, W>(
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
     if let Some(pooled) = pooled {
-        outbox.take_pooled(pooled, &mut ended);
+        outbox.take_pooled(pooled);
         // Answers of calls still running have nobody to go to.
         pooled.close();
     }

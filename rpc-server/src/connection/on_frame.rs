@@ -46,35 +46,13 @@ pub(super) fn answer_too_large<W: AsyncWrite + Unpin>(
     }
 }
 
-/// Moves the pool's answers into the outbox and forgets the calls that ended.
-pub(super) fn take_pooled<W: AsyncWrite + Unpin>(
-    outbox: &mut Outbox<W>,
-    pooled: &PoolAnswers,
-    live: &mut LiveCalls<'_>,
-    ended: &mut Vec<u64>,
-) {
-    outbox.take_pooled(pooled, ended);
-    for id in ended.drain(..) {
-        live.remove(id);
-    }
-}
-
-/// Answers a call whose deadline passed, `DeadlineExceeded`, now, and
-/// cancels its context. A pooled call is settled first (so that its worker,
-/// woken by the cancellation, cannot answer before); one whose answer is
-/// already on its way out is left to that answer.
+/// Answers `DeadlineExceeded`, now, a call whose deadline passed (the
+/// table cancelled it, so its handler's late answer will be discarded).
 pub(super) fn answer_expired<W: AsyncWrite + Unpin>(
     ctx: &ServerCtx,
-    id: u64,
     call: Live<'_>,
-    pooled: Option<&PoolAnswers>,
     outbox: &mut Outbox<W>,
 ) {
-    let settled = !call.pooled || pooled.is_some_and(|p| p.settle(id));
-    call.cancel.cancel();
-    if !settled {
-        return;
-    }
     let timeout = call.deadline.map_or(Duration::ZERO, |(_, t)| t);
     ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
     call.route.metrics.record(timeout, false);
@@ -88,8 +66,9 @@ pub(super) struct DirectCall<'a> {
     started: Instant,
     /// When the caller stops waiting, and what it allowed.
     deadline: Option<(Instant, Duration)>,
-    /// In `LiveCalls` (a call still pending after its first poll).
-    live: bool,
+    /// The call's end, once it is in `LiveCalls` (still pending after its
+    /// first poll): its answer must claim it.
+    live: Option<CancelSignal>,
     /// A large request's share of the frame budget, held until its answer is written.
     reserved: Option<Reserved>,
 }
@@ -98,29 +77,24 @@ impl<'a> DirectCall<'a> {
     /// The call is still pending after its first poll: it goes into `live`,
     /// to be cancelled by its deadline or a `Cancel` frame through `cancel`.
     pub(super) fn wait_in(&mut self, live: &mut LiveCalls<'a>, cancel: &CancelSignal) {
-        self.live = live.insert(
-            self.reply_to.id,
-            Live {
-                cancel: cancel.clone(),
-                route: self.route,
-                reply_to: self.reply_to,
-                deadline: self.deadline,
-                pooled: false,
-            },
-        );
+        live.insert(Live {
+            cancel: cancel.clone(),
+            route: self.route,
+            reply_to: self.reply_to,
+            deadline: self.deadline,
+        });
+        self.live = Some(cancel.clone());
     }
 
-    /// A pending call ended: answers it, unless it was cancelled or its
-    /// deadline was answered already (whoever takes it out of `live`
-    /// answers it).
+    /// A pending call ended: answers it, unless it was cancelled first (its
+    /// deadline was answered already, or the client wants no answer).
     pub(super) fn finished<W: AsyncWrite + Unpin>(
         self,
         ctx: &ServerCtx,
         outcome: Option<std::thread::Result<Result<rpc_core::RpcResponse, RpcError>>>,
         outbox: &mut Outbox<W>,
-        live: &mut LiveCalls<'a>,
     ) {
-        let mine = !self.live || live.remove(self.reply_to.id).is_some();
+        let mine = self.live.as_ref().is_none_or(|signal| signal.finish());
         match outcome {
             Some(outcome) if mine => {
                 let elapsed = self.started.elapsed();
@@ -194,17 +168,10 @@ impl<'a> Conn<'a, '_> {
             }
             FrameKind::Pong => return None,
             FrameKind::Cancel => {
-                // A call not live has ended already (or never was): nothing to do.
-                if let Some(call) = live.remove(id) {
+                // A call not running has ended already (or never was):
+                // nothing to do. One that is ends here, unanswered.
+                if let Some(call) = live.cancel(id) {
                     trace!(peer = %self.peer, request_id = id, "call cancelled by the client");
-                    // Settled before the cancellation wakes its worker: no
-                    // answer goes out for it.
-                    if call.pooled {
-                        if let Some(lane) = self.pool_lane {
-                            lane.answers.settle(id);
-                        }
-                    }
-                    call.cancel.cancel();
                     call.route.metrics.record_cancelled();
                 }
                 return None;
@@ -265,18 +232,12 @@ impl<'a> Conn<'a, '_> {
                     reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
                 match job.submit(lane.pool, self.ctx, route) {
-                    Ok(()) => {
-                        live.insert(
-                            id,
-                            Live {
-                                cancel,
-                                route,
-                                reply_to,
-                                deadline,
-                                pooled: true,
-                            },
-                        );
-                    }
+                    Ok(()) => live.insert(Live {
+                        cancel,
+                        route,
+                        reply_to,
+                        deadline,
+                    }),
                     Err(busy) => answers.push(reply_to.error(&busy)),
                 }
                 None
@@ -287,7 +248,7 @@ impl<'a> Conn<'a, '_> {
                     reply_to,
                     started: received,
                     deadline,
-                    live: false,
+                    live: None,
                     reserved,
                 },
                 req,

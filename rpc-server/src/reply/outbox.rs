@@ -124,15 +124,14 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     }
 
     /// Moves the answers the worker pool has encoded so far to the end of the
-    /// outbox (when the outbox is empty, the two buffers trade places), and
-    /// the request ids of the pooled calls that ended to `done`.
+    /// outbox (when the outbox is empty, the two buffers trade places).
     #[inline]
-    pub fn take_pooled(&mut self, pooled: &PoolAnswers, done: &mut Vec<u64>) {
+    pub fn take_pooled(&mut self, pooled: &PoolAnswers) {
         if self.is_empty() {
             self.buf.clear();
             self.written = 0;
         }
-        pooled.take(&mut self.buf, &mut self.held, 4 * self.max_batch, done);
+        pooled.take(&mut self.buf, &mut self.held, 4 * self.max_batch);
         if !self.held.is_empty() {
             self.held_progress
                 .get_or_insert_with(tokio::time::Instant::now);

@@ -26,15 +26,12 @@
 //! answers of that connection's in-flight calls. Once the connection is gone
 //! ([`close`](PoolAnswers::close)), late answers are dropped instead of kept.
 //!
-//! # Calls the connection answered itself
+//! # Calls that ended otherwise
 //!
-//! The connection task answers a pooled call itself when its deadline
-//! passes (`DeadlineExceeded`, at once, while a worker may still run it) and
-//! forgets it when the client cancels it: it [`settle`](PoolAnswers::settle)s
-//! the call, and the worker's late answer is discarded. Whoever comes first
-//! under the lock wins, so a call is answered exactly once. Every call that
-//! ends on the pool is reported back by request id
-//! ([`take`](PoolAnswers::take)'s `done`), for the connection to forget it.
+//! A pooled call cancelled first — its deadline answered by the connection
+//! task, or its caller gone — is not answered here: its worker claims the
+//! call's `CancelSignal` before it delivers (`dispatch`), and a worker that
+//! loses the claim drops its slot, which only counts the call done.
 //!
 //! # Waiting for answers
 //!
@@ -74,11 +71,6 @@ struct State {
     news: bool,
     /// The connection is gone: answers are dropped.
     closed: bool,
-    /// Request ids of the calls that ended on the pool since the last `take`.
-    done: Vec<u64>,
-    /// Request ids the connection answered (or dropped) itself: their
-    /// workers' answers are discarded.
-    settled: Vec<u64>,
 }
 
 impl PoolAnswers {
@@ -90,8 +82,6 @@ impl PoolAnswers {
                 waker: None,
                 news: false,
                 closed: false,
-                done: Vec::new(),
-                settled: Vec::new(),
             }),
             in_flight: AtomicUsize::new(0),
             max_frame,
@@ -136,20 +126,12 @@ impl PoolAnswers {
     }
 
     /// Moves every answer delivered so far to the end of `out` (and the
-    /// budget their requests hold to `held`, and the request ids of the
-    /// calls that ended to `done`), without waiting. Returns whether there
-    /// was any answer. Neither buffer keeps more than `max_keep` bytes of
-    /// storage once emptied.
-    pub fn take(
-        &self,
-        out: &mut BytesMut,
-        held: &mut Vec<Reserved>,
-        max_keep: usize,
-        done: &mut Vec<u64>,
-    ) -> bool {
+    /// budget their requests hold to `held`), without waiting. Returns
+    /// whether there was any. Neither buffer keeps more than `max_keep` bytes
+    /// of storage once emptied.
+    pub fn take(&self, out: &mut BytesMut, held: &mut Vec<Reserved>, max_keep: usize) -> bool {
         let mut st = self.state.lock();
         held.append(&mut st.held);
-        done.append(&mut st.done);
         if st.buf.is_empty() {
             return false;
         }
@@ -173,34 +155,18 @@ impl PoolAnswers {
         true
     }
 
-    /// The connection answered call `id` itself (its deadline passed) or
-    /// dropped it (the client cancelled it): the worker's answer will be
-    /// discarded. False when the call has ended on the pool already (its
-    /// answer is on its way out; the next `take` reports it done).
-    pub fn settle(&self, id: u64) -> bool {
-        let mut st = self.state.lock();
-        if st.done.contains(&id) {
-            return false;
-        }
-        st.settled.push(id);
-        true
-    }
-
     /// The connection is gone: drop what is buffered and every later answer.
     pub fn close(&self) {
         let mut st = self.state.lock();
         st.closed = true;
-        st.done = Vec::new();
-        st.settled = Vec::new();
         st.buf = BytesMut::new();
         st.held.clear();
         st.waker = None;
     }
 
-    /// Encodes the answer to call `id` (unless the connection is gone or
-    /// answered it itself), counts the call done and wakes the connection
-    /// task if it waits.
-    fn deliver(&self, id: u64, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
+    /// Encodes the answer (unless the connection is gone), counts the call
+    /// done and wakes the connection task if it waits.
+    fn deliver(&self, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
         let waker = {
             let mut st = self.state.lock();
             // Counted done first, so that even a panic in the encode below
@@ -209,15 +175,11 @@ impl PoolAnswers {
             // collect answers, so it still finds this one.
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             st.news = true;
-            if let Some(at) = st.settled.iter().position(|s| *s == id) {
-                // Answered by the connection already: this one is late.
-                st.settled.swap_remove(at);
-            } else if !st.closed {
-                if let Some(frame) = frame {
+            if let Some(frame) = frame {
+                if !st.closed {
                     encode_answer(&mut st.buf, frame, self.max_frame);
                     st.held.extend(reserved);
                 }
-                st.done.push(id);
             }
             st.waker.take()
         };
@@ -243,7 +205,7 @@ impl AnswerSlot {
         // the call done (on drop).
         let frame = self.reply_to.answer(result);
         if let Some(answers) = self.answers.take() {
-            answers.deliver(self.reply_to.id, Some(&frame), self.reserved.take());
+            answers.deliver(Some(&frame), self.reserved.take());
         }
     }
 }
@@ -251,7 +213,7 @@ impl AnswerSlot {
 impl Drop for AnswerSlot {
     fn drop(&mut self) {
         if let Some(answers) = self.answers.take() {
-            answers.deliver(self.reply_to.id, None, None);
+            answers.deliver(None, None);
         }
     }
 }
@@ -317,7 +279,7 @@ mod tests {
         // The outbox is busy with earlier answers: the large one is copied.
         let mut out = BytesMut::from(&b"earlier"[..]);
         let mut held = Vec::new();
-        assert!(answers.take(&mut out, &mut held, 1 << 16, &mut Vec::new()));
+        assert!(answers.take(&mut out, &mut held, 1 << 16));
         assert_eq!(held.len(), 1, "the request's budget moves with its answer");
         assert_eq!(budget.available(), (1 << 20) - 1000);
         assert!(
@@ -384,7 +346,7 @@ mod tests {
 
         assert!(answers.poll_news(&mut cx).is_ready());
         assert!(answers.poll_news(&mut cx).is_pending(), "news is told once");
-        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16, &mut Vec::new()));
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         let got = decode_all(out);
         assert_eq!(got.len(), 2);
         assert_eq!((got[0].0, &got[0].3[..]), (1, &b"one"[..]));
@@ -410,9 +372,9 @@ mod tests {
                 None,
             )
             .answer(Ok(RpcResponse::new(Bytes::from_static(b"second"))));
-        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16, &mut Vec::new()));
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         assert!(
-            !answers.take(&mut out, &mut Vec::new(), 1 << 16, &mut Vec::new()),
+            !answers.take(&mut out, &mut Vec::new(), 1 << 16),
             "nothing left"
         );
         let ids: Vec<u64> = decode_all(out).into_iter().map(|f| f.0).collect();
@@ -444,12 +406,7 @@ mod tests {
         assert!(answers
             .poll_news(&mut Context::from_waker(&waker))
             .is_ready());
-        assert!(!answers.take(
-            &mut BytesMut::new(),
-            &mut Vec::new(),
-            1 << 16,
-            &mut Vec::new()
-        ));
+        assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
     }
 
     #[test]
@@ -465,7 +422,7 @@ mod tests {
             )
             .answer(Ok(RpcResponse::new(Bytes::from(vec![0u8; 1000]))));
         let mut out = BytesMut::new();
-        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16, &mut Vec::new()));
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         let got = decode_all(out);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, 3);
@@ -487,41 +444,6 @@ mod tests {
         answers.close();
         slot.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
         assert_eq!(answers.in_flight(), 0);
-        assert!(!answers.take(
-            &mut BytesMut::new(),
-            &mut Vec::new(),
-            1 << 16,
-            &mut Vec::new()
-        ));
-    }
-
-    #[test]
-    fn a_settled_call_is_answered_once_whoever_comes_first() {
-        let answers = Arc::new(PoolAnswers::new(1 << 20));
-        let to = |id| ReplyTo { id, serializer: 1 };
-        // The connection answers first (a deadline): the worker's answer is discarded.
-        let late = answers.reserve(to(1), None);
-        assert!(answers.settle(1));
-        late.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
-        // The worker answers first: the connection must leave it be.
-        answers
-            .reserve(to(2), None)
-            .answer(Ok(RpcResponse::new(Bytes::from_static(b"on time"))));
-        assert!(!answers.settle(2));
-        // A slot dropped unanswered (a rejected job) still ends its call.
-        drop(answers.reserve(to(3), None));
-        let (mut out, mut done) = (BytesMut::new(), Vec::new());
-        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16, &mut done));
-        assert_eq!(
-            done,
-            [2, 3],
-            "the settled call is not reported: it was forgotten at settle"
-        );
-        assert_eq!(answers.in_flight(), 0);
-        let mut codec = FrameCodec::new(1 << 20);
-        let frame = codec.decode(&mut out).unwrap().unwrap();
-        assert_eq!(frame.header.request_id, 2);
-        assert!(codec.decode(&mut out).unwrap().is_none(), "one answer only");
-        assert!(answers.state.lock().settled.is_empty());
+        assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
     }
 }
