@@ -31,6 +31,15 @@ pub trait Slow {
     async fn block(&self, cx: &Context, ms: u64) -> Result<u64, Status>;
     /// Returns metadata `k` and sends it back as answer metadata `echo-k`.
     async fn meta(&self, cx: &Context) -> Result<String, Status>;
+    /// Arguments named like the generated code's own locals.
+    async fn shadow(
+        &self,
+        context: &Context,
+        cx: u32,
+        body: String,
+        serializer: u8,
+        out: bool,
+    ) -> Result<String, Status>;
 }
 
 /// What the handlers saw.
@@ -110,6 +119,20 @@ impl Slow for SlowImpl {
         let value = cx.metadata().get("k").unwrap_or_default().to_owned();
         cx.set_reply_metadata("echo-k", value.clone());
         Ok(value)
+    }
+
+    async fn shadow(
+        &self,
+        context: &Context,
+        cx: u32,
+        body: String,
+        serializer: u8,
+        out: bool,
+    ) -> Result<String, Status> {
+        Ok(format!(
+            "{} {cx} {body} {serializer} {out}",
+            context.request_id() > 0
+        ))
     }
 }
 
@@ -594,6 +617,14 @@ async fn metadata_round_trips_through_the_context() {
             req.metadata_mut().insert("k", "v2");
             let answer = client.call_raw(req).await.unwrap();
             assert_eq!(answer.metadata.get("echo-k"), Some("v2"));
+            assert_eq!(
+                SlowClient::new(client.clone())
+                    .shadow(7, "b".into(), 3, true)
+                    .await
+                    .unwrap(),
+                "true 7 b 3 true",
+                "argument names cannot shadow the generated code's"
+            );
             assert_eq!(probe.seen.lock()[1].1.get("k"), Some("v2"));
             server.shutdown().await;
         }

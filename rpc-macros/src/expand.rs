@@ -54,12 +54,14 @@ fn expand_server(def: &ServiceDef, krate: &syn::Path) -> TokenStream {
         let method = &m.name;
         let names: Vec<_> = m.args.iter().map(|(n, _)| n).collect();
         let types = m.args.iter().map(|(_, t)| t);
+        // The generated locals are prefixed so that no argument name of the
+        // user's (`cx`, `body`, `serializer`…) can shadow them.
         quote! {
             #index => ::std::boxed::Box::pin(async move {
-                let serializer = cx.serializer();
-                let (#(#names,)*): (#(#types,)*) = serializer.decode_bytes(&body)?;
-                let out = self.0.#method(&cx #(, #names)*).await;
-                #krate::__private::answer(serializer, cx, out)
+                let __brisk_serializer = __brisk_cx.serializer();
+                let (#(#names,)*): (#(#types,)*) = __brisk_serializer.decode_bytes(&__brisk_body)?;
+                let __brisk_out = self.0.#method(&__brisk_cx #(, #names)*).await;
+                #krate::__private::answer(__brisk_serializer, __brisk_cx, __brisk_out)
             }),
         }
     });
@@ -91,14 +93,14 @@ fn expand_server(def: &ServiceDef, krate: &syn::Path) -> TokenStream {
             #[allow(unused_parens, clippy::unit_arg, clippy::let_unit_value)]
             fn call(
                 &self,
-                method: usize,
-                cx: #krate::Context,
-                body: #krate::__private::Bytes,
+                __brisk_method: usize,
+                __brisk_cx: #krate::Context,
+                __brisk_body: #krate::__private::Bytes,
             ) -> #krate::HandlerFuture<'_> {
                 use #krate::__private::BodyCodec as _;
-                match method {
+                match __brisk_method {
                     #(#arms)*
-                    other => #krate::__private::unknown_method(#service_name, other),
+                    __brisk_other => #krate::__private::unknown_method(#service_name, __brisk_other),
                 }
             }
         }
