@@ -31,6 +31,10 @@ pub trait Slow {
     async fn block(&self, cx: &Context, ms: u64) -> Result<u64, Status>;
     /// Returns metadata `k` and sends it back as answer metadata `echo-k`.
     async fn meta(&self, cx: &Context) -> Result<String, Status>;
+    /// Named like `Drop`'s method (the generated server calls the trait's).
+    async fn drop(&self, cx: &Context) -> Result<u32, Status>;
+    /// Cancels its own context (to stop work it started) and answers anyway.
+    async fn self_cancel(&self, cx: &Context) -> Result<u32, Status>;
     /// Arguments named like the generated code's own locals.
     async fn shadow(
         &self,
@@ -119,6 +123,18 @@ impl Slow for SlowImpl {
         let value = cx.metadata().get("k").unwrap_or_default().to_owned();
         cx.set_reply_metadata("echo-k", value.clone());
         Ok(value)
+    }
+
+    async fn drop(&self, _cx: &Context) -> Result<u32, Status> {
+        Ok(2)
+    }
+
+    async fn self_cancel(&self, cx: &Context) -> Result<u32, Status> {
+        // Pending once, so that a direct call is live on its connection.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        cx.cancel();
+        assert!(cx.is_cancelled());
+        Ok(3)
     }
 
     async fn shadow(
@@ -624,6 +640,12 @@ async fn metadata_round_trips_through_the_context() {
                     .unwrap(),
                 "true 7 b 3 true",
                 "argument names cannot shadow the generated code's"
+            );
+            assert_eq!(SlowClient::new(client.clone()).drop().await.unwrap(), 2);
+            assert_eq!(
+                SlowClient::new(client.clone()).self_cancel().await.unwrap(),
+                3,
+                "{dispatch:?}: a handler that cancels its own context is still answered"
             );
             assert_eq!(probe.seen.lock()[1].1.get("k"), Some("v2"));
             server.shutdown().await;

@@ -92,10 +92,21 @@ impl Client {
     {
         let serializer = options.serializer.unwrap_or(self.inner.config.serializer);
         let body = serializer.encode_body(args)?;
+        let mut timeout = options
+            .timeout
+            .unwrap_or_else(|| self.timeout_for(service, method));
+        if let Some(deadline) = options.deadline {
+            timeout = timeout.min(deadline.saturating_duration_since(std::time::Instant::now()));
+            if timeout.is_zero() {
+                return Err(RpcError::Timeout {
+                    service: service.into(),
+                    method: method.into(),
+                    timeout,
+                });
+            }
+        }
         let settings = CallSettings {
-            timeout: options
-                .timeout
-                .unwrap_or_else(|| self.timeout_for(service, method)),
+            timeout,
             write_mode: options.write_mode.unwrap_or(self.inner.config.write_mode),
             hash_key: options.hash_key.as_deref(),
             idempotent: options.idempotent,
@@ -123,6 +134,11 @@ impl Client {
         };
         let response = match &options.cancel {
             None => call.await?,
+            Some(parent) if parent.is_cancelled() => {
+                return Err(RpcError::Cancelled(format!(
+                    "{service}.{method}: the call it was to be made for was cancelled"
+                )))
+            }
             // Dropping `call` drops its pending request, which sends the
             // server a `Cancel`. Boxed: the select stays out of the plain
             // call's future.

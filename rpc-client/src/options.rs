@@ -2,7 +2,7 @@
 //! from inside a handler inherits from the call it serves
 //! (`CallOptions::from(&cx)`).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rpc_core::{CancelSignal, Context, Metadata, SerializerKind, WriteMode};
 
@@ -11,6 +11,9 @@ use rpc_core::{CancelSignal, Context, Metadata, SerializerKind, WriteMode};
 pub struct CallOptions {
     /// Timeout of this call (beats the per-method and the default timeout).
     pub timeout: Option<Duration>,
+    /// A deadline the call must not outlive, whatever its timeout (a parent
+    /// call's: the time left is measured when the call starts).
+    pub deadline: Option<Instant>,
     /// Metadata sent with the call.
     pub metadata: Metadata,
     /// Serializer for this call.
@@ -30,24 +33,25 @@ pub struct CallOptions {
 }
 
 impl From<&Context> for CallOptions {
-    /// The options of a call made on behalf of the call `cx` serves: the
-    /// time it has left, its trace metadata ([`Context::inherited_metadata`])
+    /// The options of a call made on behalf of the call `cx` serves: its
+    /// deadline (each call made with these options gets the time left when
+    /// it starts), its trace metadata ([`Context::inherited_metadata`])
     /// and its cancellation.
     ///
     /// ```
-    /// use std::time::Duration;
+    /// use std::time::{Duration, Instant};
     /// use rpc_client::CallOptions;
     /// use rpc_core::{Context, SerializerKind};
     ///
     /// let parent = Context::new(1, SerializerKind::MsgPack).with_timeout(Duration::from_millis(300));
     /// let options = CallOptions::from(&parent);
-    /// assert!(options.timeout.unwrap() <= Duration::from_millis(300));
+    /// assert_eq!(options.deadline, parent.deadline());
     /// parent.cancel();
     /// assert!(options.cancel.unwrap().is_cancelled());
     /// ```
     fn from(cx: &Context) -> Self {
         CallOptions {
-            timeout: cx.remaining(),
+            deadline: cx.deadline(),
             metadata: cx.inherited_metadata(),
             cancel: Some(cx.cancellation().clone()),
             ..CallOptions::default()

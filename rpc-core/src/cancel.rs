@@ -5,11 +5,16 @@
 //! # Invariants
 //!
 //! - A call ends exactly once: [`finish`](CancelSignal::finish) (its answer
-//!   goes out) and [`cancel`](CancelSignal::cancel) (its deadline passed, its
-//!   caller gave up, its connection closed) race for one compare-and-swap,
-//!   and only the winner acts. So a server answers a call once even when its
-//!   handler finishes on a worker thread in the very moment its deadline is
-//!   answered on the connection task — without a lock or a table of ids.
+//!   goes out) and [`give_up`](CancelSignal::give_up) (its deadline passed,
+//!   its caller gave up, its connection closed: the server answers or drops
+//!   it itself) race for one compare-and-swap, and only the winner acts. So
+//!   a server answers a call once even when its handler finishes on a worker
+//!   thread in the very moment its deadline is answered on the connection
+//!   task — without a lock or a table of ids.
+//! - [`cancel`](CancelSignal::cancel) only *signals*: it wakes the waiters,
+//!   but the call's answer may still go out. So a handler (or a user's own
+//!   context on the client side) that cancels its signal to stop the work it
+//!   started cannot leave its caller without an answer.
 //! - `cancel` wakes every waiter after it wins; a waiter registers (a
 //!   `Notified` future, which `notify_waiters` reaches from the moment it is
 //!   created) *before* it reads the state. So no waiter misses a
@@ -30,9 +35,14 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 
+/// Running, nobody cancelled it.
 const RUNNING: u8 = 0;
+/// Running, cancelled by someone: waiters woken, the answer may still go out.
 const CANCELLED: u8 = 1;
-const FINISHED: u8 = 2;
+/// Ended: given up (deadline, caller, connection); answers are dropped.
+const GIVEN_UP: u8 = 2;
+/// Ended: answered.
+const FINISHED: u8 = 3;
 
 /// A call's end: answered or cancelled, once; clones share it.
 ///
@@ -43,10 +53,11 @@ const FINISHED: u8 = 2;
 /// let signal = CancelSignal::new();
 /// let watcher = signal.clone();
 /// let waiting = tokio::spawn(async move { watcher.cancelled().await });
-/// assert!(signal.cancel(), "the first to end the call");
-/// assert!(!signal.finish(), "too late to answer");
+/// signal.cancel();
 /// waiting.await.unwrap();
 /// assert!(signal.is_cancelled());
+/// assert!(signal.finish(), "a cancelled call may still be answered");
+/// assert!(!signal.give_up(), "but it ended already");
 /// # }
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -64,45 +75,69 @@ impl CancelSignal {
         CancelSignal::default()
     }
 
-    /// Ends the call as given up and wakes every waiter; true when this
-    /// ended it (false: it had ended already, answered or cancelled).
-    pub fn cancel(&self) -> bool {
-        let won = self
-            .0
-            .state
+    /// Signals cancellation: every waiter is woken and later checks see it.
+    /// The call goes on until it ends (its answer may still go out).
+    pub fn cancel(&self) {
+        let st = &self.0.state;
+        if st
             .compare_exchange(RUNNING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok();
-        if won {
+            .is_ok()
+        {
             self.0.waiters.notify_waiters();
         }
-        won
+    }
+
+    /// Ends the call unanswered — what a server does at the call's deadline,
+    /// at its caller's `Cancel`, when its connection closes — and wakes every
+    /// waiter; true when this ended it (false: it had ended already). A later
+    /// [`finish`](Self::finish) fails: the handler's answer is discarded.
+    pub fn give_up(&self) -> bool {
+        let st = &self.0.state;
+        let mut current = st.load(Ordering::Acquire);
+        loop {
+            if current >= GIVEN_UP {
+                return false;
+            }
+            match st.compare_exchange(current, GIVEN_UP, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(was) => {
+                    if was == RUNNING {
+                        self.0.waiters.notify_waiters();
+                    }
+                    return true;
+                }
+                Err(now) => current = now,
+            }
+        }
     }
 
     /// Ends the call as answered; true when this ended it — the answer may
-    /// go out. False: it was cancelled first, and its answer is to be
+    /// go out. False: the call was given up first, and its answer is to be
     /// discarded (the caller was answered or does not want one).
     #[inline]
     pub fn finish(&self) -> bool {
-        self.0
-            .state
-            .compare_exchange(RUNNING, FINISHED, Ordering::AcqRel, Ordering::Acquire)
+        let st = &self.0.state;
+        st.compare_exchange(RUNNING, FINISHED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
+            || st
+                .compare_exchange(CANCELLED, FINISHED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
     }
 
-    /// True once cancelled.
+    /// True once cancelled or given up.
     #[inline]
     pub fn is_cancelled(&self) -> bool {
-        self.0.state.load(Ordering::Acquire) == CANCELLED
+        matches!(self.0.state.load(Ordering::Acquire), CANCELLED | GIVEN_UP)
     }
 
-    /// True until the call ends, either way.
+    /// True until the call ends, answered or given up.
     #[inline]
     pub fn is_running(&self) -> bool {
-        self.0.state.load(Ordering::Acquire) == RUNNING
+        self.0.state.load(Ordering::Acquire) < GIVEN_UP
     }
 
-    /// Completes once the call is cancelled (at once if it is already);
-    /// never, for a call that was answered.
+    /// Completes once the call is cancelled or given up (at once if it is
+    /// already); never, for a call answered without either — so work spawned
+    /// with a copy of the context should also stop on its own.
     pub async fn cancelled(&self) {
         let notified = self.0.waiters.notified();
         // Registered from here on (`notify_waiters` reaches a `Notified` as
@@ -131,7 +166,7 @@ mod tests {
                 .collect();
             let canceller = {
                 let s = signal.clone();
-                tokio::spawn(async move { s.cancel() })
+                tokio::spawn(async move { s.give_up() })
             };
             assert!(canceller.await.unwrap());
             for w in waiters {
@@ -144,26 +179,42 @@ mod tests {
     }
 
     #[test]
-    fn finish_and_cancel_racing_end_the_call_once() {
-        for _ in 0..2000 {
+    fn finish_and_give_up_racing_end_the_call_once() {
+        for round in 0..2000 {
             let signal = CancelSignal::new();
+            if round % 2 == 1 {
+                // A plain cancel first changes nothing about who ends it.
+                signal.cancel();
+            }
             let other = signal.clone();
             let finisher = std::thread::spawn(move || other.finish());
-            let cancelled = signal.cancel();
+            let gave_up = signal.give_up();
             let finished = finisher.join().unwrap();
-            assert!(cancelled ^ finished, "exactly one ends the call");
+            assert!(gave_up ^ finished, "exactly one ends the call");
             assert!(!signal.is_running());
-            assert_eq!(signal.is_cancelled(), cancelled);
         }
+    }
+
+    #[test]
+    fn a_cancelled_call_can_still_be_answered_once() {
+        let signal = CancelSignal::new();
+        signal.cancel();
+        assert!(signal.is_cancelled() && signal.is_running());
+        assert!(signal.finish());
+        assert!(!signal.finish(), "once");
+        assert!(!signal.give_up());
     }
 
     #[tokio::test]
     async fn a_cancelled_signal_completes_at_once_and_stays_cancelled() {
         let signal = CancelSignal::new();
         assert!(signal.is_running());
-        assert!(signal.cancel());
-        assert!(!signal.cancel(), "once");
+        signal.cancel();
+        signal.cancel();
         signal.cancelled().await;
         assert!(signal.clone().is_cancelled());
+        assert!(signal.give_up(), "cancelled, not ended");
+        assert!(!signal.give_up(), "once");
+        signal.cancelled().await;
     }
 }

@@ -49,6 +49,7 @@ fn expand_server(def: &ServiceDef, krate: &syn::Path) -> TokenStream {
     let doc = format!(
         "Serves a [`{name}`] implementation: `Server::builder().service({server}::new(imp))`."
     );
+    let trait_name = name;
     let arms = def.methods.iter().enumerate().map(|(index, m)| {
         let index = Literal::usize_unsuffixed(index);
         let method = &m.name;
@@ -60,7 +61,7 @@ fn expand_server(def: &ServiceDef, krate: &syn::Path) -> TokenStream {
             #index => ::std::boxed::Box::pin(async move {
                 let __brisk_serializer = __brisk_cx.serializer();
                 let (#(#names,)*): (#(#types,)*) = __brisk_serializer.decode_bytes(&__brisk_body)?;
-                let __brisk_out = self.0.#method(&__brisk_cx #(, #names)*).await;
+                let __brisk_out = <T as #trait_name>::#method(&*self.0, &__brisk_cx #(, #names)*).await;
                 #krate::__private::answer(__brisk_serializer, __brisk_cx, __brisk_out)
             }),
         }

@@ -33,6 +33,10 @@ pub struct MethodDef {
     pub ok: Type,
 }
 
+/// Names the generated client defines itself, or that would shadow its
+/// `Clone`.
+const RESERVED: [&str; 5] = ["new", "client", "with_options", "with_context", "clone"];
+
 /// The facade path from `crate = path` in the attribute (`::brisk` without).
 pub fn crate_path(attr: TokenStream) -> syn::Result<syn::Path> {
     let mut krate: syn::Path = syn::parse_quote!(::brisk);
@@ -105,6 +109,21 @@ impl MethodDef {
             return Err(syn::Error::new(
                 sig.generics.span(),
                 "service methods take no generics: their arguments are decoded by type",
+            ));
+        }
+        if RESERVED.contains(&sig.ident.to_string().as_str()) {
+            return Err(syn::Error::new(
+                sig.ident.span(),
+                format!(
+                    "`{}` names a method of the generated client; call the service method something else",
+                    sig.ident
+                ),
+            ));
+        }
+        if let Some(attr) = f.attrs.iter().find(|a| a.path().is_ident("cfg")) {
+            return Err(syn::Error::new(
+                attr.span(),
+                "`#[cfg]` on a service method is not supported: the server, the client and the method table must agree",
             ));
         }
         let mut inputs = sig.inputs.iter();
@@ -269,6 +288,14 @@ mod tests {
             (
                 quote::quote! { trait S { const N: u32; } },
                 "only `async fn`",
+            ),
+            (
+                quote::quote! { trait S { async fn new(&self, cx: &Context) -> Result<(), Status>; } },
+                "generated client",
+            ),
+            (
+                quote::quote! { trait S { #[cfg(test)] async fn f(&self, cx: &Context) -> Result<(), Status>; } },
+                "`#[cfg]`",
             ),
         ];
         for (tokens, expected) in cases {

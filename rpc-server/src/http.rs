@@ -220,7 +220,11 @@ async fn call(
         body
     };
 
-    let deadline = timeout.map(|t| (received + t, t));
+    // Zero (or a deadline past what the clock can hold) is no deadline, as on
+    // the binary protocol.
+    let deadline = timeout
+        .filter(|t| !t.is_zero())
+        .and_then(|t| Some((received.checked_add(t)?, t)));
     let cx = Context::new(0, SerializerKind::Json)
         .with_metadata(metadata)
         .with_peer(peer)
@@ -259,19 +263,25 @@ async fn call(
     let result = match deadline {
         // Not run: its caller has given up already.
         Some((at, t)) if at <= Instant::now() => {
-            end.cancel();
+            end.give_up();
             Err(deadline_error(&route, t))
         }
-        Some((at, t)) => tokio::time::timeout_at(tokio::time::Instant::from_std(at), run)
-            .await
-            .unwrap_or_else(|_| {
-                // Ends the call: a pooled handler still running sees its
-                // context cancelled, and its answer is discarded.
-                end.cancel();
-                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                route.metrics.record(t, false);
-                Err(deadline_error(&route, t))
-            }),
+        Some((at, t)) => {
+            let mut run = std::pin::pin!(run);
+            match tokio::time::timeout_at(tokio::time::Instant::from_std(at), &mut run).await {
+                Ok(result) => result,
+                // Ends the call: a handler still running sees its context
+                // cancelled, and its answer is discarded.
+                Err(_) if end.give_up() => {
+                    ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    route.metrics.record(t, false);
+                    Err(deadline_error(&route, t))
+                }
+                // A worker answered in that very moment: that answer stands
+                // (the caller must not think a call that ran did not).
+                Err(_) => run.await,
+            }
+        }
         None => run.await,
     };
     // Answered (a pooled answer has ended the call on its worker already).
@@ -291,7 +301,7 @@ struct CancelOnDrop<'a> {
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if self.end.cancel() {
+        if self.end.give_up() {
             self.route.metrics.record_cancelled();
         }
     }

@@ -245,7 +245,8 @@ impl Connection {
         }
         let id = self.shared.pending.insert(deadline);
         frame.request_id = id;
-        frame.timeout_ms = timeout.as_millis().min(u32::MAX as u128) as u32;
+        // At least 1 ms: 0 on the wire means "no deadline".
+        frame.timeout_ms = timeout.as_millis().clamp(1, u32::MAX as u128) as u32;
         let call = PendingCall {
             conn: self.clone(),
             id,
@@ -467,8 +468,9 @@ impl Drop for PendingCall {
         // Collected by `response`; otherwise the caller gave up on it: free
         // the slot and tell the server.
         if !self.answered {
-            self.conn.shared.pending.remove(self.id);
-            if !self.conn.shared.close.is_closed() {
+            let was_waiting = self.conn.shared.pending.remove(self.id);
+            // An answer that arrived but was not collected needs no cancel.
+            if was_waiting && !self.conn.shared.close.is_closed() {
                 self.send_cancel();
             }
         }

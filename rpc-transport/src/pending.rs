@@ -240,10 +240,11 @@ impl PendingCalls {
         true
     }
 
-    /// Forgets call `id` (its caller stopped waiting).
-    pub(crate) fn remove(&self, id: u64) {
+    /// Forgets call `id` (its caller stopped waiting); true when it was
+    /// still waiting for its answer (none had arrived).
+    pub(crate) fn remove(&self, id: u64) -> bool {
         let state = self.table.lock().free(id);
-        drop(state);
+        matches!(state, Some(State::Waiting(_)))
     }
 
     /// Fails every pending call with `err`.

@@ -119,7 +119,7 @@ impl<'a> LiveCalls<'a> {
             .map(|Due(_, l)| l)
             .chain(self.open.iter())
             .find(running)?;
-        found.cancel.cancel().then_some(found)
+        found.cancel.give_up().then_some(found)
     }
 
     /// Takes out the calls whose deadline is at or before `now` and cancels
@@ -128,7 +128,7 @@ impl<'a> LiveCalls<'a> {
     pub fn expire(&mut self, now: Instant, expired: &mut Vec<Live<'a>>) {
         while self.due.peek().is_some_and(|Due(at, _)| *at <= now) {
             if let Some(Due(_, live)) = self.due.pop() {
-                if live.cancel.cancel() {
+                if live.cancel.give_up() {
                     expired.push(live);
                 }
             }
@@ -139,10 +139,10 @@ impl<'a> LiveCalls<'a> {
     /// forgets them all.
     pub fn cancel_all(&mut self) {
         for Due(_, live) in self.due.drain() {
-            live.cancel.cancel();
+            live.cancel.give_up();
         }
         for live in self.open.drain(..) {
-            live.cancel.cancel();
+            live.cancel.give_up();
         }
     }
 

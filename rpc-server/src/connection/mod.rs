@@ -251,6 +251,15 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
+        // Deadlines first: a client that keeps the socket busy must not
+        // keep the timer's branch of the `select!` below from ever running.
+        if armed.is_some_and(|at| at <= clock) {
+            armed = None;
+            live.expire(clock, &mut expired);
+            for call in expired.drain(..) {
+                answer_expired(&ctx, call, &mut outbox);
+            }
+        }
         while calls() < max_in_flight && outbox.has_room() {
             let (frame, reserved) = match next_frame.take() {
                 Some(next) => next,
