@@ -134,6 +134,9 @@ impl Slow for SlowImpl {
         tokio::time::sleep(Duration::from_millis(1)).await;
         cx.cancel();
         assert!(cx.is_cancelled());
+        // And awaits after it (waiting for what it stopped, say): the server
+        // must not drop it for that.
+        tokio::time::sleep(Duration::from_millis(5)).await;
         Ok(3)
     }
 

@@ -120,10 +120,14 @@ impl Client {
                 }
                 self.invoke(frame, &settings).await
             } else {
-                let mut req = RpcRequest::new(service, method, serializer, body);
-                req.cx = Context::new(0, serializer)
-                    .with_metadata(options.metadata.clone())
-                    .with_timeout(settings.timeout);
+                let req = RpcRequest {
+                    service: service.into(),
+                    method: method.into(),
+                    body,
+                    cx: Context::new(0, serializer)
+                        .with_metadata(options.metadata.clone())
+                        .with_timeout(settings.timeout),
+                };
                 let endpoint = TransportEndpoint {
                     client: self,
                     settings,

@@ -99,10 +99,9 @@ impl CancelSignal {
                 return false;
             }
             match st.compare_exchange(current, GIVEN_UP, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(was) => {
-                    if was == RUNNING {
-                        self.0.waiters.notify_waiters();
-                    }
+                Ok(_) => {
+                    // Woken even if cancelled before: `given_up` waits on.
+                    self.0.waiters.notify_waiters();
                     return true;
                 }
                 Err(now) => current = now,
@@ -139,13 +138,27 @@ impl CancelSignal {
     /// already); never, for a call answered without either — so work spawned
     /// with a copy of the context should also stop on its own.
     pub async fn cancelled(&self) {
-        let notified = self.0.waiters.notified();
-        // Registered from here on (`notify_waiters` reaches a `Notified` as
-        // soon as it exists): a cancel after the check below wakes it.
-        if self.is_cancelled() {
-            return;
+        self.wait_for(|state| matches!(state, CANCELLED | GIVEN_UP))
+            .await
+    }
+
+    /// Completes once the call is given up — its answer would be discarded,
+    /// so the work for it may be dropped; a plain [`cancel`](Self::cancel)
+    /// does not complete it.
+    pub async fn given_up(&self) {
+        self.wait_for(|state| state == GIVEN_UP).await
+    }
+
+    async fn wait_for(&self, done: impl Fn(u8) -> bool) {
+        loop {
+            let notified = self.0.waiters.notified();
+            // Registered from here on (`notify_waiters` reaches a `Notified`
+            // as soon as it exists): a change after the check below wakes it.
+            if done(self.0.state.load(Ordering::Acquire)) {
+                return;
+            }
+            notified.await;
         }
-        notified.await;
     }
 }
 
@@ -193,6 +206,21 @@ mod tests {
             assert!(gave_up ^ finished, "exactly one ends the call");
             assert!(!signal.is_running());
         }
+    }
+
+    #[tokio::test]
+    async fn given_up_waits_past_a_plain_cancel() {
+        let signal = CancelSignal::new();
+        let watcher = signal.clone();
+        let waiting = tokio::spawn(async move { watcher.given_up().await });
+        signal.cancel();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "a plain cancel is not the end");
+        assert!(signal.give_up());
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken when given up")
+            .unwrap();
     }
 
     #[test]

@@ -231,7 +231,7 @@ fn run_on_worker(
                 r = &mut call => r,
                 // Its answer is discarded (the connection answered already):
                 // this only frees the worker.
-                _ = end.cancelled() => Err(RpcError::Cancelled(format!(
+                _ = end.given_up() => Err(RpcError::Cancelled(format!(
                     "{}.{} was cancelled while it ran", route.service, route.method
                 ))),
             }

@@ -304,12 +304,12 @@ async fn serve_halves<R, W>(
                     let permit = in_flight.acquire();
                     call.wait_in(&mut live, &cancel);
                     direct.push(async move {
-                        // Cancelled (its deadline, the client's `Cancel`, the
+                        // Given up (its deadline, the client's `Cancel`, the
                         // connection closing): the handler's future is dropped.
                         let outcome = tokio::select! {
                             biased;
                             outcome = &mut running => Some(outcome),
-                            _ = cancel.cancelled() => None,
+                            _ = cancel.given_up() => None,
                         };
                         (call, permit, outcome)
                     });
