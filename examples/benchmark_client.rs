@@ -26,13 +26,7 @@ use benchmark_service::server::SERVE_SUBCOMMAND;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    benchmark_service::logging::init("warn");
 
     let mut argv = std::env::args_os();
     let program = argv.next();

@@ -13,7 +13,6 @@
 
 use benchmark_service::server::{run, ServerArgs};
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 /// brisk benchmark server: serves the jksoa-benchmark BenchmarkService.
 #[derive(Parser, Debug)]
@@ -25,13 +24,8 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        // stdout carries the LISTENING line a parent process parses; logs go to stderr.
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs go to stderr: stdout carries the LISTENING line a parent parses.
+    benchmark_service::logging::init("info");
     if let Err(e) = run(cli.args) {
         eprintln!("benchmark_server: {e}");
         std::process::exit(1);

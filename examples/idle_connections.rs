@@ -230,13 +230,7 @@ fn heap_in_use() -> u64 {
 }
 
 async fn serve(max_connections: usize) -> Result<ExitCode, String> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    benchmark_service::logging::init("warn");
     raise_fd_limit(max_connections as u64 + 256, "server")?;
     let mut config = ServerConfig::default().with_addr("127.0.0.1:0");
     config.max_connections = max_connections;

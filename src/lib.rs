@@ -13,9 +13,9 @@
 //!
 //! | crate | owns |
 //! |-------|------|
-//! | [`rpc_core`] | the status table (`Code`, `Status`), `RpcError`, the call's `Context`, metadata, modes, interceptors, config loading |
+//! | [`rpc_core`] | the status table (`Code`, `Status`), `RpcError`, the call's `Context`, a stream's ends and credit, metadata, modes, interceptors, config loading |
 //! | `rpc-macros` | `#[service]`: a trait of `async fn`s → the server dispatch and the typed client |
-//! | [`codec`] | the frame format, error bodies and the msgpack / protobuf / json serializers |
+//! | [`codec`] | the frame format (stream frames too), error bodies, the msgpack / protobuf / json serializers, typed `Streaming<T>` |
 //! | [`transport`] | framed TCP: adaptive reads, the client's coalescing writer, multiplexed connections, heartbeats |
 //! | [`registry`] | service registries: a static address list and etcd (feature `etcd`) |
 //! | [`server`] | accept loop, admission, routing, direct / worker-pool dispatch, the reply path, graceful shutdown |
@@ -29,6 +29,10 @@
 //!
 //! | feature | default | what it adds | what it pulls in |
 //! |---------|---------|--------------|------------------|
+//! | `http` | on | the HTTP/JSON listener (`http_addr`: `POST /Service/method`, `/health`, `/metrics`); without it a set `http_addr` fails `start()` naming the feature | hyper, hyper-util, http-body-util |
+//! | `tower` | on | `Client` as a `tower::Service<RpcRequest>` (`rpc_client::tower`); `ServerBuilder::layer` (`rpc_server::layers`) | tower |
+//! | `toml` | on | config files in TOML (`ServerConfig::load`, `ClientConfig::load`) | toml |
+//! | `yaml` | on | config files in YAML | serde_yaml |
 //! | `tls` | off | TLS for the binary protocol (`tls` in both configs, `brisk::tls`) | rustls, tokio-rustls |
 //! | `etcd` | off | the etcd registry (`registry = "etcd://…"`) | etcd-client (its build needs `protoc`) |
 //!
@@ -82,6 +86,15 @@
 //! 12. `rpc-client/src/client.rs` — an error status becomes the caller's
 //!     `RpcError` (`Status::into_error`); an answer is decoded into the result.
 //!
+//! **A stream** takes the same way to its server (`Client::open_stream` in
+//! `rpc-client/src/streams.rs`, `Connection::open_stream` and the
+//! connection's stream table in `rpc-transport/src/streams.rs`), where the
+//! connection task routes its frames by id (`rpc-server/src/stream/`) and
+//! runs its handler on a task of its own (`stream/run.rs`). Both ends are
+//! the pieces of `rpc-core/src/stream/`: an `Inbox` per flow of items, read
+//! as a `RawStreaming` (typed: `Streaming<T>`, `rpc-codec/src/streaming.rs`),
+//! and a `StreamSink` that sends within the receiver's `Credit`.
+//!
 //! ```no_run
 //! use brisk::{Client, Context, RpcError, Server, Status};
 //!
@@ -119,12 +132,13 @@ pub use rpc_registry as registry;
 pub use rpc_server as server;
 pub use rpc_transport as transport;
 
+pub use futures_core::Stream;
 pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, Connect, PoolHold};
-pub use rpc_codec::Payload;
+pub use rpc_codec::{Payload, StreamSender, Streaming};
 pub use rpc_core::{
     BearerToken, Cause, Code, ConnectType, Context, Detail, Dispatch, Endpoint, HandlerFuture,
-    Interceptor, Metadata, Next, RpcError, RpcRequest, RpcResponse, SerializerKind, ServiceHandler,
-    Status, TokenAuth, WriteMode,
+    Interceptor, Metadata, MethodKind, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
+    ServiceHandler, Status, StreamFuture, StreamIo, TokenAuth, WriteMode,
 };
 /// TLS config types (`brisk::tls::TlsServerConfig`, `TlsClientConfig`) and the
 /// rustls crate they build on (`brisk::tls::rustls`). Feature `tls`.
@@ -150,6 +164,12 @@ pub use rpc_server::{
 /// arguments travel as a tuple in declaration order, so every argument and
 /// result type needs serde's `Serialize` and `DeserializeOwned`.
 ///
+/// A method streams when it returns `Result<impl Stream<Item = Result<T,
+/// Status>> + Send, Status>` (a server stream) and/or takes a
+/// [`Streaming<T>`] as its last parameter (a client stream); its client
+/// method returns a `Streaming` and/or takes any [`Stream`] of items. See
+/// the README's "Streaming calls" and `examples/stream_watch.rs`.
+///
 /// The client has one method per call with the same arguments (minus the
 /// context), `with_options` for per-call [`CallOptions`] and `with_context`
 /// for a call made on behalf of another (its deadline, trace metadata and
@@ -160,8 +180,13 @@ pub use rpc_macros::service;
 #[doc(hidden)]
 pub mod __private {
     pub use bytes::Bytes;
+    use futures_core::Stream;
     pub use rpc_codec::BodyCodec;
-    use rpc_core::{Context, HandlerFuture, RpcError, RpcResponse, SerializerKind, Status};
+    use rpc_codec::Streaming;
+    use rpc_core::{
+        Context, HandlerFuture, RawStreaming, RpcError, RpcResponse, SerializerKind, Status,
+        StreamFuture, StreamSink,
+    };
 
     /// A method's outcome as the server's answer: the encoded result and the
     /// metadata the handler set, or its error as a status.
@@ -186,5 +211,76 @@ pub mod __private {
             service: service.into(),
             method: format!("#{index}"),
         })))
+    }
+
+    /// A stream's end for a method index the service does not stream.
+    pub fn unknown_stream(service: &'static str, index: usize) -> StreamFuture<'static> {
+        Box::pin(std::future::ready(Err(Status::from(
+            &RpcError::UnknownMethod {
+                service: service.into(),
+                method: format!("#{index}"),
+            },
+        ))))
+    }
+
+    /// A stream's arguments beside its flows, decoded.
+    #[inline]
+    pub fn arguments<A: serde::de::DeserializeOwned>(
+        serializer: SerializerKind,
+        body: &Bytes,
+    ) -> Result<A, Status> {
+        serializer.decode_bytes(body).map_err(|e| Status::from(&e))
+    }
+
+    /// The caller's items of a client or bidirectional stream, typed.
+    pub fn incoming<T: serde::de::DeserializeOwned>(
+        raw: Option<RawStreaming>,
+        serializer: SerializerKind,
+    ) -> Result<Streaming<T>, Status> {
+        match raw {
+            Some(raw) => Ok(Streaming::new(raw, serializer)),
+            None => Err(Status::new(
+                rpc_core::Code::Internal,
+                "a client stream without its caller's items",
+            )),
+        }
+    }
+
+    /// Sends a server stream's items, each as soon as there is credit for
+    /// it; the first error ends the stream with its status.
+    pub async fn send_stream<S, T, E, F>(
+        serializer: SerializerKind,
+        mut out: StreamSink,
+        result: Result<S, F>,
+    ) -> Result<(), Status>
+    where
+        S: Stream<Item = Result<T, E>>,
+        T: serde::Serialize,
+        E: Into<Status>,
+        F: Into<Status>,
+    {
+        let items = result.map_err(Into::into)?;
+        let mut items = std::pin::pin!(items);
+        while let Some(item) = std::future::poll_fn(|cx| items.as_mut().poll_next(cx)).await {
+            let item = item.map_err(Into::into)?;
+            let body = serializer
+                .encode_body(&item)
+                .map_err(|e| Status::from(&e))?;
+            out.send(body).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends a client stream's one answer.
+    pub async fn send_one<T: serde::Serialize, E: Into<Status>>(
+        serializer: SerializerKind,
+        mut out: StreamSink,
+        result: Result<T, E>,
+    ) -> Result<(), Status> {
+        let value = result.map_err(Into::into)?;
+        let body = serializer
+            .encode_body(&value)
+            .map_err(|e| Status::from(&e))?;
+        out.send(body).await
     }
 }

@@ -95,7 +95,7 @@ async fn timeouts_follow_call_over_method_over_config() {
     bounded(30, async {
         let (server, _) = start(server_config(Dispatch::Direct, QueueKind::Transfer)).await;
         let c = Client::builder()
-            .addr(server.local_addr().to_string())
+            .addr(server.local_addr()) // a SocketAddr, as it is
             .request_timeout(Duration::from_millis(3000))
             .method_timeout("Calc", "sleep_ms", Duration::from_millis(150))
             .build()

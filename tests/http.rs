@@ -2,6 +2,8 @@
 //! a large body, keep-alive reuse, concurrent calls, and `/metrics` checked
 //! against the calls made.
 
+#![cfg(feature = "http")]
+
 mod common;
 
 use std::time::Duration;

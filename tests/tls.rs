@@ -159,6 +159,41 @@ async fn calls_over_tls_succeed_with_every_connect_type() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_works_over_a_unix_socket_too() {
+    bounded(30, async {
+        let pki = new_pki();
+        let path = pki.dir.join("calc.sock");
+        let mut config = tls_server_config(&pki, Dispatch::Direct, QueueKind::Transfer);
+        config.addr = format!("unix:{}", path.display());
+        let (server, _) = start(config).await;
+        let mut client_config = tls_client_config(&pki, server.local_addr(), ConnectType::Fixed);
+        client_config.addr = server.listen_addr().to_string();
+        let client = Client::builder()
+            .config(client_config)
+            .build()
+            .await
+            .expect("TLS client connects over the socket");
+        exercise(&CalcClient::new(client)).await;
+        // A plain client gets no answer it can read: its call fails, the
+        // server carries on.
+        let plain = Client::builder()
+            .addr(server.listen_addr())
+            .request_timeout(Duration::from_millis(500))
+            .max_try_count(1)
+            .build()
+            .await;
+        if let Ok(plain) = plain {
+            CalcClient::new(plain)
+                .add(1, 1)
+                .await
+                .expect_err("plain over TLS fails");
+        }
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn builder_takes_ready_rustls_configs() {
     bounded(30, async {
         let pki = new_pki();

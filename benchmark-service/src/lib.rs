@@ -13,6 +13,7 @@
 //! a user of `brisk`.
 
 pub mod host;
+pub mod logging;
 pub mod names;
 pub mod players;
 pub mod procfs;

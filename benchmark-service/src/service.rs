@@ -6,8 +6,13 @@
 //! `messages.json` on every call, the db scenario runs a real query on every call
 //! (embedded SQLite by default — blocking the thread that runs it, as JDBC did in
 //! the Java original — or PostgreSQL). `echo` returns its bytes, for payload sweeps.
+//!
+//! Two streaming methods serve the `stream` and `pingpong` scenarios: `stream_items` answers
+//! with a server stream of the caller's bytes repeated, `ping_pong` echoes each item of a
+//! bidirectional stream back as it comes (the caller's [`Streaming`] is the answer stream
+//! itself, so each item is read and sent on under the stream's credit, with no buffering).
 
-use brisk::{Code, Context, Payload, Status};
+use brisk::{Code, Context, Payload, Status, Stream, Streaming};
 
 use crate::store::{Message, MessageStore, StoreError};
 
@@ -24,7 +29,25 @@ pub trait BenchmarkService {
     async fn get_message_from_db(&self, cx: &Context, id: i64) -> Result<Message, Status>;
     /// `echo`: the same bytes back.
     async fn echo(&self, cx: &Context, data: Payload) -> Result<Payload, Status>;
+    /// `stream`: a server stream of `count` items, each `data` (at most [`MAX_STREAM_ITEMS`]).
+    async fn stream_items(
+        &self,
+        cx: &Context,
+        count: u32,
+        data: Payload,
+    ) -> Result<impl Stream<Item = Result<Payload, Status>> + Send, Status>;
+    /// `pingpong`: each of the caller's items back, in order, as it arrives; the answer stream
+    /// ends when the caller's does.
+    async fn ping_pong(
+        &self,
+        cx: &Context,
+        items: Streaming<Payload>,
+    ) -> Result<impl Stream<Item = Result<Payload, Status>> + Send, Status>;
 }
+
+/// The most items one `stream_items` call may ask for (a guard against a caller asking the
+/// server to produce without end; the suite asks for [`STREAM_ITEMS`](crate::scenario::STREAM_ITEMS)).
+pub const MAX_STREAM_ITEMS: u32 = 1_000_000;
 
 /// The implementation over a [`MessageStore`].
 #[derive(Debug, Clone)]
@@ -75,5 +98,31 @@ impl BenchmarkService for BenchmarkServiceImpl {
 
     async fn echo(&self, _cx: &Context, data: Payload) -> Result<Payload, Status> {
         Ok(data)
+    }
+
+    async fn stream_items(
+        &self,
+        _cx: &Context,
+        count: u32,
+        data: Payload,
+    ) -> Result<impl Stream<Item = Result<Payload, Status>> + Send, Status> {
+        if count > MAX_STREAM_ITEMS {
+            return Err(Status::new(
+                Code::InvalidArgument,
+                format!("stream_items: {count} items asked for, at most {MAX_STREAM_ITEMS}"),
+            ));
+        }
+        // Each item shares the request's buffer (`Bytes` clones are reference counts).
+        Ok(futures::stream::iter(
+            std::iter::repeat_n(data, count as usize).map(Ok),
+        ))
+    }
+
+    async fn ping_pong(
+        &self,
+        _cx: &Context,
+        items: Streaming<Payload>,
+    ) -> Result<impl Stream<Item = Result<Payload, Status>> + Send, Status> {
+        Ok(items)
     }
 }

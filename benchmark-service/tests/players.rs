@@ -33,7 +33,7 @@ async fn every_player_runs_every_scenario_it_implements_in_interleaved_timed_rou
         concurrency: Some(vec![3]),
         connections: Some(vec![2]),
         call_modes: Some(vec![CallMode::Sync, CallMode::Async]),
-        scene_secs: Some(Duration::from_millis(100)),
+        scene_secs: Some(Duration::from_millis(600)),
         warmup_time: Some(Duration::from_millis(20)),
         async_depth: Some(4),
         rounds: Some(3),
@@ -89,8 +89,17 @@ async fn every_player_runs_every_scenario_it_implements_in_interleaved_timed_rou
                     // Every call sent at least one data segment each way (sync) or shared one.
                     assert!(s.extra["server_segments_per_call"] > 0.0, "{}", s.name());
                 }
-                if scenario == Scenario::Echo {
+                if scenario.uses_payload() {
                     assert!(s.extra["mb_per_s"] > 0.0);
+                }
+                if scenario.is_stream() {
+                    // A call is a stream of 100 messages: messages/s is calls/s × 100.
+                    assert_eq!(s.extra["msgs_per_call"], 100.0, "{}", s.name());
+                    let msgs = s.extra["msgs_per_s"];
+                    assert!((msgs - s.tps * 100.0).abs() < 0.01, "{}: {msgs}", s.name());
+                    assert!(s.extra["msgs_per_s_min"] <= msgs && msgs <= s.extra["msgs_per_s_max"]);
+                } else {
+                    assert!(!s.extra.contains_key("msgs_per_s"), "{}", s.name());
                 }
             }
         }
@@ -107,6 +116,16 @@ async fn every_player_runs_every_scenario_it_implements_in_interleaved_timed_rou
     assert!(judgements
         .iter()
         .any(|j| j.claim.starts_with("brisk p50 within 1.1× raw on echo") && j.compared == 3));
+    // Issue 19's goal on the streams, brisk against tonic (the one peer with streams).
+    for scenario in ["stream", "pingpong"] {
+        let claim =
+            format!("brisk ≥ 2× every peer's messages/s on {scenario} sync c=3 1024 B ×2 conn");
+        let j = judgements
+            .iter()
+            .find(|j| j.claim == claim)
+            .unwrap_or_else(|| panic!("{claim}"));
+        assert_eq!(j.compared, 3, "{claim}");
+    }
 
     // Seed 004's table: a row per player and mode, the ratio row per mode.
     let table = framework_table(&outcome.scenes).expect("several players");
@@ -137,8 +156,18 @@ async fn every_player_runs_every_scenario_it_implements_in_interleaved_timed_rou
     assert_eq!(svg.matches("<polyline").count(), 4, "{svg}");
     let echo = std::fs::read_to_string(out.join("echo-sync-player-tps.svg")).unwrap();
     assert_eq!(echo.matches("<polyline").count(), 5);
+    // brisk and tonic only on the streams
+    let stream = std::fs::read_to_string(out.join("stream-sync-player-tps.svg")).unwrap();
+    assert_eq!(stream.matches("<polyline").count(), 2);
+    assert!(
+        stream.contains("messages/s"),
+        "the streams' chart plots messages/s"
+    );
+    let json = std::fs::read_to_string(out.join("results.json")).unwrap();
+    assert!(json.contains("\"msgs_per_s\""));
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert!(csv.starts_with("player,"));
+    assert!(csv.lines().next().unwrap().contains(",extra_msgs_per_s,"));
     for player in Player::ALL {
         assert!(csv.contains(&format!("\n{player},")), "{player}");
     }

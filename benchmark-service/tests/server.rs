@@ -66,7 +66,7 @@ fn sqlite_args(dir: &TempDir, dispatch: Dispatch) -> ServerArgs {
     }
 }
 
-async fn client_for(addr: std::net::SocketAddr) -> BenchmarkServiceClient {
+async fn client_for(addr: impl std::fmt::Display) -> BenchmarkServiceClient {
     let client = Client::builder()
         .addr(addr.to_string())
         .build()

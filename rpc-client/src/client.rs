@@ -56,9 +56,17 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
-/// Builds a [`Client`]; every setting defaults to jkrpc's.
+/// One setting changed on top of the base config.
+type Setting = Box<dyn FnOnce(&mut ClientConfig) + Send>;
+
+/// Collects settings and interceptors, then [`build`](ClientBuilder::build)s
+/// a [`Client`]. [`config`](ClientBuilder::config) is the base; every other
+/// setting method changes one setting on top of it, called before or after.
+/// Every setting defaults to jkrpc's.
 pub struct ClientBuilder {
+    /// The base ([`config`](Self::config)); `settings` apply on top of it.
     config: ClientConfig,
+    settings: Vec<Setting>,
     interceptors: Vec<Arc<dyn Interceptor>>,
     registry: Option<Arc<dyn Registry>>,
     #[cfg(feature = "tls")]
@@ -70,6 +78,7 @@ impl Client {
     pub fn builder() -> ClientBuilder {
         ClientBuilder {
             config: ClientConfig::default(),
+            settings: Vec::new(),
             interceptors: Vec::new(),
             registry: None,
             #[cfg(feature = "tls")]
@@ -333,6 +342,16 @@ impl Client {
         }
     }
 
+    /// The client interceptors, in order.
+    pub(crate) fn interceptors(&self) -> &[Arc<dyn Interceptor>] {
+        &self.inner.interceptors
+    }
+
+    /// The servers this client calls.
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.inner.cluster
+    }
+
     /// The effective configuration.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
@@ -413,38 +432,45 @@ impl ClientBuilder {
         self
     }
 
-    /// Replaces the whole configuration.
+    /// The base configuration (a file's, say); the other setting methods
+    /// change settings on top of it, whether called before or after.
     pub fn config(mut self, config: ClientConfig) -> Self {
         self.config = config;
         self
     }
 
-    /// Server address, `host:port`.
-    pub fn addr(mut self, addr: impl Into<String>) -> Self {
-        self.config.addr = addr.into();
+    fn set(mut self, setting: impl FnOnce(&mut ClientConfig) + Send + 'static) -> Self {
+        self.settings.push(Box::new(setting));
         self
     }
 
+    /// Server address: `"host:port"`, a `SocketAddr`, anything that prints
+    /// as one.
+    pub fn addr(self, addr: impl std::fmt::Display) -> Self {
+        let value = addr.to_string();
+        self.set(move |c| c.addr = value)
+    }
+
     /// Several servers (`"host:port"` or [`StaticAddr::weighted`]); replaces `addr`.
-    pub fn addrs<I, A>(mut self, addrs: I) -> Self
+    pub fn addrs<I, A>(self, addrs: I) -> Self
     where
         I: IntoIterator<Item = A>,
         A: Into<StaticAddr>,
     {
-        self.config.addrs = addrs.into_iter().map(Into::into).collect();
-        self
+        let addrs: Vec<StaticAddr> = addrs.into_iter().map(Into::into).collect();
+        self.set(move |c| c.addrs = addrs)
     }
 
     /// How calls are spread over several servers.
-    pub fn balancer(mut self, balancer: Balancer) -> Self {
-        self.config.balancer = balancer;
-        self
+    pub fn balancer(self, balancer: Balancer) -> Self {
+        let value = balancer;
+        self.set(move |c| c.balancer = value)
     }
 
     /// Discovers servers in the registry a URL names (`etcd://host:port/root`).
-    pub fn registry_url(mut self, url: impl Into<String>) -> Self {
-        self.config.registry = Some(url.into());
-        self
+    pub fn registry_url(self, url: impl Into<String>) -> Self {
+        let value = Some(url.into());
+        self.set(move |c| c.registry = value)
     }
 
     /// Discovers servers in an already connected registry (beats `registry_url`).
@@ -454,77 +480,76 @@ impl ClientBuilder {
     }
 
     /// With a registry: follow only this service's servers.
-    pub fn service(mut self, service: impl Into<String>) -> Self {
-        self.config.service = Some(service.into());
-        self
+    pub fn service(self, service: impl Into<String>) -> Self {
+        let value = Some(service.into());
+        self.set(move |c| c.service = value)
     }
 
     /// How long a failing server is avoided before it is probed again.
-    pub fn down_backoff(mut self, backoff: Duration) -> Self {
-        self.config.down_backoff = backoff;
-        self
+    pub fn down_backoff(self, backoff: Duration) -> Self {
+        let value = backoff;
+        self.set(move |c| c.down_backoff = value)
     }
 
     /// How connections are held: the connect type with its own settings
     /// (`Connect::fixed(4)`, `Connect::pooled(1, 8)`, `Connect::Reused`).
-    pub fn connect(mut self, connect: Connect) -> Self {
-        self.config.connect = connect;
-        self
+    pub fn connect(self, connect: Connect) -> Self {
+        let value = connect;
+        self.set(move |c| c.connect = value)
     }
 
     /// A connect type with its settings at their defaults (see
     /// [`connect`](Self::connect) to choose them).
-    pub fn connect_type(mut self, connect_type: ConnectType) -> Self {
-        self.config.connect = Connect::defaults_for(connect_type);
-        self
+    pub fn connect_type(self, connect_type: ConnectType) -> Self {
+        let value = Connect::defaults_for(connect_type);
+        self.set(move |c| c.connect = value)
     }
 
     /// When a request counts as written.
-    pub fn write_mode(mut self, mode: WriteMode) -> Self {
-        self.config.write_mode = mode;
-        self
+    pub fn write_mode(self, mode: WriteMode) -> Self {
+        let value = mode;
+        self.set(move |c| c.write_mode = value)
     }
 
     /// Default serializer.
-    pub fn serializer(mut self, serializer: SerializerKind) -> Self {
-        self.config.serializer = serializer;
-        self
+    pub fn serializer(self, serializer: SerializerKind) -> Self {
+        let value = serializer;
+        self.set(move |c| c.serializer = value)
     }
 
     /// Default request timeout.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.config.request_timeout = timeout;
-        self
+    pub fn request_timeout(self, timeout: Duration) -> Self {
+        let value = timeout;
+        self.set(move |c| c.request_timeout = value)
     }
 
     /// Timeout of one method (`Service`, `method`).
-    pub fn method_timeout(mut self, service: &str, method: &str, timeout: Duration) -> Self {
-        self.config
-            .method_timeouts
-            .insert(format!("{service}.{method}"), timeout.as_millis() as u64);
-        self
+    pub fn method_timeout(self, service: &str, method: &str, timeout: Duration) -> Self {
+        let key = format!("{service}.{method}");
+        let ms = timeout.as_millis() as u64;
+        self.set(move |c| {
+            c.method_timeouts.insert(key, ms);
+        })
     }
 
     /// Attempts per call (1 = no retry); see `ClientConfig::max_try_count`
     /// for which failures are retried.
-    pub fn max_try_count(mut self, n: u32) -> Self {
-        self.config.max_try_count = n;
-        self
+    pub fn max_try_count(self, n: u32) -> Self {
+        let value = n;
+        self.set(move |c| c.max_try_count = value)
     }
 
     /// Marks `service.method` (`method` may be `*`) as safe to run twice: it
     /// is also retried after failures that may have come after the server ran it.
-    pub fn idempotent(mut self, service: &str, method: &str) -> Self {
-        self.config
-            .idempotent_methods
-            .push(format!("{service}.{method}"));
-        self
+    pub fn idempotent(self, service: &str, method: &str) -> Self {
+        let key = format!("{service}.{method}");
+        self.set(move |c| c.idempotent_methods.push(key))
     }
 
     /// Connect on first use instead of at build.
-    pub fn lazy_connect(mut self, lazy: bool) -> Self {
-        self.config.lazy_connect = lazy;
-        self
+    pub fn lazy_connect(self, lazy: bool) -> Self {
+        let value = lazy;
+        self.set(move |c| c.lazy_connect = value)
     }
 
     /// Adds a client interceptor; the first added is the outermost.
@@ -538,7 +563,10 @@ impl ClientBuilder {
     /// timeout) and sets up their connections (connecting now unless
     /// `lazy_connect`: when no server can be reached that is an error here, not
     /// at the first call; unreachable ones among reachable ones are marked down).
-    pub async fn build(#[allow(unused_mut)] mut self) -> Result<Client, RpcError> {
+    pub async fn build(mut self) -> Result<Client, RpcError> {
+        for setting in std::mem::take(&mut self.settings) {
+            setting(&mut self.config);
+        }
         self.config.validate()?;
         #[allow(unused_mut)]
         let mut transport = self.config.client_transport();
@@ -583,5 +611,46 @@ impl ClientBuilder {
                 interceptors: self.interceptors,
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn from_file() -> ClientConfig {
+        ClientConfig {
+            addr: "127.0.0.1:1".into(),
+            max_try_count: 5,
+            lazy_connect: true,
+            ..ClientConfig::default()
+        }
+    }
+
+    /// `config()` is the base whether it comes first or last: the settings
+    /// given beside it win, the base's other values stay.
+    #[tokio::test]
+    async fn settings_beat_the_base_config_whether_given_before_or_after_it() {
+        let before = Client::builder()
+            .request_timeout(Duration::from_millis(700))
+            .method_timeout("Calc", "add", Duration::from_millis(50))
+            .config(from_file())
+            .build()
+            .await
+            .expect("a lazy client builds without a server");
+        let after = Client::builder()
+            .config(from_file())
+            .request_timeout(Duration::from_millis(700))
+            .method_timeout("Calc", "add", Duration::from_millis(50))
+            .build()
+            .await
+            .expect("a lazy client builds without a server");
+        for client in [&before, &after] {
+            assert_eq!(client.config().request_timeout, Duration::from_millis(700));
+            assert_eq!(client.config().max_try_count, 5, "the base's value stays");
+            assert_eq!(client.timeout_for("Calc", "add"), Duration::from_millis(50));
+        }
     }
 }

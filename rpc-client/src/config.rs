@@ -47,7 +47,7 @@ pub use crate::connect::PoolHold;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "StaticAddrRepr", into = "StaticAddrRepr")]
 pub struct StaticAddr {
-    /// `host:port`.
+    /// `host:port`, or `unix:/path/to.sock`.
     pub addr: String,
     /// Relative share of the load (default 100).
     pub weight: u32,
@@ -132,7 +132,8 @@ impl From<StaticAddr> for StaticAddrRepr {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClientConfig {
-    /// Server address, `host:port` (the whole list when `addrs` is empty).
+    /// Server address, `host:port` or `unix:/path/to.sock` (the whole list
+    /// when `addrs` is empty).
     pub addr: String,
     /// Several servers (then `addr` is ignored).
     pub addrs: Vec<StaticAddr>,
@@ -179,6 +180,9 @@ pub struct ClientConfig {
     /// Frames that may wait in a connection's write buffer; callers wait for
     /// room when it is full.
     pub write_queue_capacity: usize,
+    /// Items of a server stream this client takes before it reads any: what
+    /// one stream may have in flight towards it (256).
+    pub stream_window: u32,
     /// Socket-level settings a server has too.
     pub transport: TransportConfig,
     /// Connect with TLS, trusting the CAs in `ca_path` and expecting
@@ -207,6 +211,7 @@ impl Default for ClientConfig {
             idempotent_methods: Vec::new(),
             connect_timeout: ClientTransport::DEFAULT_CONNECT_TIMEOUT,
             write_queue_capacity: ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
+            stream_window: rpc_core::stream::DEFAULT_WINDOW,
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
             tls: None,
@@ -234,11 +239,17 @@ impl ClientConfig {
     /// Checks every value; the error names the offending key.
     pub fn validate(&self) -> Result<(), RpcError> {
         if self.addr.is_empty() {
-            return Err(RpcError::config("addr", "must be host:port"));
+            return Err(RpcError::config(
+                "addr",
+                "must be host:port or unix:/path/to.sock",
+            ));
         }
         for (i, a) in self.addrs.iter().enumerate() {
             if a.addr.is_empty() {
-                return Err(RpcError::config(format!("addrs[{i}]"), "must be host:port"));
+                return Err(RpcError::config(
+                    format!("addrs[{i}]"),
+                    "must be host:port or unix:/path/to.sock",
+                ));
             }
             if a.weight == 0 {
                 return Err(RpcError::config(

@@ -37,6 +37,9 @@ pub mod config;
 pub mod connect;
 pub mod connections;
 pub mod options;
+mod streams;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use balance::Balancer;
 pub use client::{Client, ClientBuilder};

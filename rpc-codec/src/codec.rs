@@ -153,7 +153,7 @@ mod tests {
     use bytes::Bytes;
     use proptest::prelude::*;
     use rpc_core::Code;
-    use rpc_core::Metadata;
+    use rpc_core::{Metadata, Status};
 
     fn encode(f: &OutFrame) -> BytesMut {
         let mut b = BytesMut::new();
@@ -280,6 +280,27 @@ mod tests {
             Just(FrameKind::Ping),
             Just(FrameKind::Pong),
             Just(FrameKind::Cancel),
+            Just(FrameKind::StreamOpen),
+            Just(FrameKind::StreamData),
+            Just(FrameKind::StreamEnd),
+            Just(FrameKind::StreamError),
+            Just(FrameKind::Credit),
+        ]
+    }
+
+    /// One frame of a stream's life, as its constructors build it.
+    fn arb_stream_frame() -> impl Strategy<Value = OutFrame> {
+        let body = proptest::collection::vec(any::<u8>(), 0..2048).prop_map(Bytes::from);
+        prop_oneof![
+            ("[a-zA-Z]{1,20}", "[a-z_]{1,20}", body.clone())
+                .prop_map(|(s, m, b)| { OutFrame::stream_open(1, s, m, b) }),
+            (any::<u64>(), body).prop_map(|(id, b)| OutFrame::stream_data(id, 2, b)),
+            any::<u64>().prop_map(|id| OutFrame::stream_end(id, 1, &Ok(()))),
+            (any::<u64>(), 1u8..=18, ".{0,40}").prop_map(|(id, code, msg)| {
+                OutFrame::stream_end(id, 1, &Err(Status::new(Code::from_u8(code), msg)))
+            }),
+            (any::<u64>(), any::<u32>()).prop_map(|(id, n)| OutFrame::credit(id, n)),
+            any::<u64>().prop_map(|id| OutFrame::control(FrameKind::Cancel, id)),
         ]
     }
 
@@ -308,7 +329,7 @@ mod tests {
             prop_assert_eq!(d.header.request_id, id);
             prop_assert_eq!(d.header.timeout_ms, timeout);
             prop_assert_eq!(&d.body[..], &body[..]);
-            if kind == FrameKind::Request {
+            if matches!(kind, FrameKind::Request | FrameKind::StreamOpen) {
                 prop_assert_eq!(d.meta.service(), service.as_str());
                 prop_assert_eq!(d.meta.method(), method.as_str());
                 prop_assert_eq!(d.meta.metadata, metadata);
@@ -319,6 +340,43 @@ mod tests {
             } else {
                 prop_assert_eq!(d.header.meta_len, 0);
             }
+        }
+
+        /// A stream's frames, back to back in one buffer, decode to what was
+        /// sent, in order: names, items, ends with their status, credit.
+        #[test]
+        fn stream_frames_round_trip_in_order(
+            frames in proptest::collection::vec(arb_stream_frame(), 1..12),
+        ) {
+            let mut buf = BytesMut::new();
+            for f in &frames {
+                f.encode(&mut buf, DEFAULT_MAX_FRAME_SIZE).unwrap();
+            }
+            let mut codec = FrameCodec::default();
+            for f in &frames {
+                let d = codec.decode(&mut buf).unwrap().unwrap();
+                prop_assert_eq!(d.header.kind, f.kind);
+                prop_assert_eq!(d.header.request_id, f.request_id);
+                match f.kind {
+                    FrameKind::StreamOpen => {
+                        prop_assert_eq!(d.meta.service(), &f.service[..]);
+                        prop_assert_eq!(d.meta.method(), &f.method[..]);
+                        prop_assert_eq!(&d.body, &f.body);
+                    }
+                    FrameKind::StreamData => prop_assert_eq!(&d.body, &f.body),
+                    FrameKind::StreamEnd => prop_assert!(d.stream_end().is_ok()),
+                    FrameKind::StreamError => {
+                        let status = d.stream_end().unwrap_err();
+                        prop_assert_eq!(status.code(), f.status);
+                    }
+                    FrameKind::Credit => {
+                        let n = u32::from_be_bytes(f.body[..].try_into().unwrap());
+                        prop_assert_eq!(d.credit().unwrap(), n);
+                    }
+                    _ => prop_assert_eq!(d.header.meta_len, 0),
+                }
+            }
+            prop_assert!(buf.is_empty());
         }
 
         #[test]

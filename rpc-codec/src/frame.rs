@@ -41,8 +41,22 @@ pub enum FrameKind {
     /// Heartbeat answer.
     Pong = 4,
     /// The caller gave up on the request with this id (it dropped the call or
-    /// timed out): the server cancels the call and sends no answer.
+    /// timed out): the server cancels the call and sends no answer. On a
+    /// stream, from either side: its sender wants no more of the other
+    /// side's items (from the caller, that ends the whole call).
     Cancel = 5,
+    /// Opens a streaming call: like a request (service, method, metadata;
+    /// the body holds the arguments beside the stream).
+    StreamOpen = 6,
+    /// One item of a stream, either way.
+    StreamData = 7,
+    /// The sender's flow of items ended cleanly (from the server: the call
+    /// is over).
+    StreamEnd = 8,
+    /// The sender's flow ended with the error in its status byte and body.
+    StreamError = 9,
+    /// The sender of this frame takes `n` more items (body: `n`, a u32).
+    Credit = 10,
 }
 
 impl FrameKind {
@@ -54,6 +68,11 @@ impl FrameKind {
             3 => FrameKind::Ping,
             4 => FrameKind::Pong,
             5 => FrameKind::Cancel,
+            6 => FrameKind::StreamOpen,
+            7 => FrameKind::StreamData,
+            8 => FrameKind::StreamEnd,
+            9 => FrameKind::StreamError,
+            10 => FrameKind::Credit,
             _ => return None,
         })
     }
@@ -234,6 +253,27 @@ impl Frame {
         let code = self.code();
         (code != Code::Ok).then(|| crate::status_body::decode(code, &self.body))
     }
+
+    /// How a `StreamEnd` / `StreamError` frame ends its flow.
+    pub fn stream_end(&self) -> Result<(), Status> {
+        match self.header.kind {
+            FrameKind::StreamError => Err(self.error_status().unwrap_or_else(|| {
+                Status::new(Code::Internal, "a stream error frame with status 0")
+            })),
+            _ => Ok(()),
+        }
+    }
+
+    /// The items a `Credit` frame grants.
+    pub fn credit(&self) -> Result<u32, RpcError> {
+        match <[u8; 4]>::try_from(&self.body[..]) {
+            Ok(n) => Ok(u32::from_be_bytes(n)),
+            Err(_) => Err(RpcError::Protocol(format!(
+                "a credit frame's body is a u32, not {} bytes",
+                self.body.len()
+            ))),
+        }
+    }
 }
 
 /// A frame to be written. Names are `Cow<'static, str>` so a typed client's static
@@ -310,6 +350,46 @@ impl OutFrame {
         f
     }
 
+    /// Opens a streaming call (its id is set by the transport, like a request's).
+    pub fn stream_open(
+        serializer: u8,
+        service: impl Into<Cow<'static, str>>,
+        method: impl Into<Cow<'static, str>>,
+        body: Bytes,
+    ) -> Self {
+        let mut f = OutFrame::request(0, serializer, service, method, body);
+        f.kind = FrameKind::StreamOpen;
+        f
+    }
+
+    /// One item of stream `id`.
+    pub fn stream_data(id: u64, serializer: u8, body: Bytes) -> Self {
+        let mut f = OutFrame::response(id, serializer, body);
+        f.kind = FrameKind::StreamData;
+        f
+    }
+
+    /// The end of this side's flow of stream `id`: a `StreamEnd`, or a
+    /// `StreamError` carrying the status.
+    pub fn stream_end(id: u64, serializer: u8, end: &Result<(), Status>) -> Self {
+        match end {
+            Ok(()) => OutFrame::control(FrameKind::StreamEnd, id),
+            Err(status) => {
+                let mut f = OutFrame::response(id, serializer, crate::status_body::encode(status));
+                f.kind = FrameKind::StreamError;
+                f.status = status.code();
+                f
+            }
+        }
+    }
+
+    /// Grants the other side `n` more items of stream `id`.
+    pub fn credit(id: u64, n: u32) -> Self {
+        let mut f = OutFrame::response(id, 0, Bytes::copy_from_slice(&n.to_be_bytes()));
+        f.kind = FrameKind::Credit;
+        f
+    }
+
     /// A bodiless control frame (ping, pong, cancel).
     pub fn control(kind: FrameKind, request_id: u64) -> Self {
         let mut f = OutFrame::response(request_id, 0, Bytes::new());
@@ -333,7 +413,7 @@ impl OutFrame {
     /// that carries metadata back (its names are empty).
     fn has_meta(&self) -> bool {
         match self.kind {
-            FrameKind::Request => true,
+            FrameKind::Request | FrameKind::StreamOpen => true,
             FrameKind::Response => !self.metadata.is_empty(),
             _ => false,
         }

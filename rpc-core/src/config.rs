@@ -5,6 +5,11 @@
 //! YAML — chosen by the file extension — and turns any mistake into an
 //! [`RpcError::Config`] that names the offending key path (`client.connect_type`),
 //! because "invalid type" without a key is useless in a 200-line file.
+//!
+//! Each format is a cargo feature (`toml`, `yaml`; both on in brisk's
+//! defaults), so a build that configures in code pulls in neither parser. A
+//! file in a format this build cannot read is a config error that names the
+//! feature.
 
 use std::path::Path;
 
@@ -51,19 +56,43 @@ pub fn load_file<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<T, RpcEr
 /// Parses config text; errors name the key path.
 pub fn parse_str<T: DeserializeOwned>(text: &str, format: ConfigFormat) -> Result<T, RpcError> {
     match format {
+        #[cfg(feature = "toml")]
         ConfigFormat::Toml => {
             let de = toml::Deserializer::new(text);
             // toml's Display starts with a position banner; its message is the reason.
             serde_path_to_error::deserialize(de)
                 .map_err(|e| path_error(e.path(), &e.inner().message()))
         }
+        #[cfg(feature = "yaml")]
         ConfigFormat::Yaml => {
             let de = serde_yaml::Deserializer::from_str(text);
             serde_path_to_error::deserialize(de).map_err(|e| path_error(e.path(), e.inner()))
         }
+        #[cfg(not(all(feature = "toml", feature = "yaml")))]
+        other => {
+            let _ = text;
+            Err(not_built(other))
+        }
     }
 }
 
+/// The error for a format this build has no parser for.
+#[cfg(not(all(feature = "toml", feature = "yaml")))]
+fn not_built(format: ConfigFormat) -> RpcError {
+    let (name, feature) = match format {
+        ConfigFormat::Toml => ("TOML", "toml"),
+        ConfigFormat::Yaml => ("YAML", "yaml"),
+    };
+    RpcError::config(
+        "(config file)",
+        format!(
+            "this build cannot read {name}: enable brisk's `{feature}` feature (on by default), \
+             or configure in code"
+        ),
+    )
+}
+
+#[cfg(any(feature = "toml", feature = "yaml"))]
 fn path_error(path: &serde_path_to_error::Path, err: &dyn std::fmt::Display) -> RpcError {
     let key = path.to_string();
     let key = if key == "." {
@@ -94,12 +123,14 @@ mod tests {
 
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
+    #[cfg_attr(not(all(feature = "toml", feature = "yaml")), allow(dead_code))]
     struct Outer {
         client: Inner,
     }
 
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
+    #[cfg_attr(not(all(feature = "toml", feature = "yaml")), allow(dead_code))]
     struct Inner {
         connect_type: ConnectType,
         #[serde(default)]
@@ -107,6 +138,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "toml", feature = "yaml"))]
     fn toml_and_yaml_parse_the_same_keys() {
         let t: Outer = parse_str(
             "[client]\nconnect_type = \"pooled\"\nconnections = 4\n",
@@ -124,6 +156,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "toml", feature = "yaml"))]
     fn a_bad_value_names_its_key() {
         for (text, fmt) in [
             ("[client]\nconnect_type = \"bogus\"\n", ConfigFormat::Toml),
@@ -153,6 +186,21 @@ mod tests {
             ConfigFormat::Yaml
         );
         assert!(ConfigFormat::from_path(Path::new("a.ini")).is_err());
+    }
+
+    #[test]
+    #[cfg(not(all(feature = "toml", feature = "yaml")))]
+    fn a_format_left_out_of_the_build_names_its_feature() {
+        let (format, feature) = if cfg!(feature = "toml") {
+            (ConfigFormat::Yaml, "yaml")
+        } else {
+            (ConfigFormat::Toml, "toml")
+        };
+        let err = parse_str::<Outer>("", format).unwrap_err();
+        assert!(
+            err.to_string().contains(&format!("`{feature}` feature")),
+            "{err}"
+        );
     }
 }
 

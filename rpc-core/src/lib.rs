@@ -5,7 +5,8 @@
 //! [`SerializerKind`] identity (the encoding itself lives in `rpc-codec`), the
 //! untyped call [`RpcRequest`]/[`RpcResponse`] that interceptors and handlers
 //! see, the [`Interceptor`] middleware abstraction, the [`ServiceHandler`] trait
-//! `#[brisk::service]` implements, the mode enums ([`ConnectType`],
+//! `#[brisk::service]` implements, the ends of a stream and the credit that
+//! bounds them ([`stream`]), the mode enums ([`ConnectType`],
 //! [`WriteMode`], [`Dispatch`]) and the config-file loader.
 //!
 //! It must not know about sockets, tasks or thread pools: those belong to
@@ -26,18 +27,20 @@ pub mod modes;
 pub mod named_enum;
 pub mod serializer;
 pub mod status;
+pub mod stream;
 
 pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};
 pub use cancel::CancelSignal;
 pub use context::Context;
 pub use error::{Cause, Result, RpcError};
-pub use handler::{HandlerFuture, ServiceHandler};
+pub use handler::{HandlerFuture, MethodKind, ServiceHandler, StreamFuture, StreamIo};
 pub use interceptor::{Endpoint, Interceptor, Next};
 pub use metadata::Metadata;
 pub use modes::{ConnectType, Dispatch, WriteMode};
 pub use serializer::SerializerKind;
 pub use status::{Code, Detail, Status};
+pub use stream::{RawStreaming, StreamSink};
 
 impl From<std::io::Error> for RpcError {
     fn from(e: std::io::Error) -> Self {

@@ -78,6 +78,9 @@ pub enum Code {
     /// The caller gave up on the call (it dropped it, or the call it was made
     /// from was cancelled); whatever the server did with it, nobody waits for it.
     Cancelled = 18,
+    /// The server knows the method but not the way it was called (a
+    /// streaming method called as a unary one, a client stream over HTTP).
+    Unimplemented = 19,
     /// Local: no connection to the server could be made.
     ConnectFailed = 100,
     /// Local: the request never left this client.
@@ -96,7 +99,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for tables and tests.
-    pub const ALL: [Code; 25] = [
+    pub const ALL: [Code; 26] = [
         Code::Ok,
         Code::Handler,
         Code::ServerBusy,
@@ -116,6 +119,7 @@ impl Code {
         Code::FailedPrecondition,
         Code::Unavailable,
         Code::Cancelled,
+        Code::Unimplemented,
         Code::ConnectFailed,
         Code::NotSent,
         Code::ConnectionLost,
@@ -171,6 +175,7 @@ impl Code {
             FailedPrecondition => (412, false, false, "failed_precondition"),
             Unavailable => (503, false, false, "unavailable"),
             Cancelled => (499, false, false, "cancelled"),
+            Unimplemented => (501, false, false, "unimplemented"),
             ConnectFailed => (502, true, true, "connect_failed"),
             NotSent => (502, true, true, "not_sent"),
             ConnectionLost => (502, false, true, "connection_lost"),
@@ -358,13 +363,12 @@ impl Status {
                 reason: message,
                 source: None,
             },
-            (Code::DeadlineExceeded, detail) => RpcError::Timeout {
+            // The call's own deadline; another one (a server layer's
+            // timeout, a stream's end) keeps its message, as a status.
+            (Code::DeadlineExceeded, Detail::Deadline { timeout }) => RpcError::Timeout {
                 service: service.to_owned(),
                 method: method.to_owned(),
-                timeout: match detail {
-                    Detail::Deadline { timeout } => timeout,
-                    _ => Duration::ZERO,
-                },
+                timeout,
             },
             (Code::ShuttingDown, _) => RpcError::ShuttingDown,
             (Code::Cancelled, _) => RpcError::Cancelled(message),

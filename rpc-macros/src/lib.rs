@@ -22,6 +22,14 @@
 //!   context), plus `with_options` and `with_context` for per-call options
 //!   or a parent call's deadline, trace metadata and cancellation.
 //!
+//! A method streams when its `Ok` type is `impl Stream<Item = Result<T,
+//! E>> + Send` (a server stream) and/or its last parameter is a
+//! `Streaming<T>` (a client stream; both: bidirectional). The server
+//! adapter then implements `ServiceHandler::stream` for it (sending each
+//! item as credit allows, a client stream's one answer as one item), and the
+//! client method returns a `Streaming<T>` and/or takes any `Stream` of the
+//! caller's items.
+//!
 //! Generated code names the facade as `::brisk`; a crate that renames it
 //! says so: `#[brisk::service(crate = my_brisk)]`.
 //!

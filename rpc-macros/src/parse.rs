@@ -31,6 +31,19 @@ pub struct MethodDef {
     pub ret: Type,
     /// `T` of the `Result`.
     pub ok: Type,
+    /// A client stream: the last parameter, `name: Streaming<T>` (its name
+    /// and `T`); it is not in `args`.
+    pub stream_in: Option<(Ident, Type)>,
+    /// A server stream: the `X` of an `Ok` type `impl Stream<Item =
+    /// Result<X, E>>`.
+    pub stream_out: Option<Type>,
+}
+
+impl MethodDef {
+    /// Whether the method streams either way.
+    pub fn is_stream(&self) -> bool {
+        self.stream_in.is_some() || self.stream_out.is_some()
+    }
 }
 
 /// Names the generated client defines itself, or that would shadow its
@@ -163,7 +176,20 @@ impl MethodDef {
                 "the second parameter of a service method is the call's context, by shared reference: `cx: &Context`",
             ));
         }
-        let args = inputs.map(typed).collect::<syn::Result<Vec<_>>>()?;
+        let mut args = inputs.map(typed).collect::<syn::Result<Vec<_>>>()?;
+        if let Some(at) = args.iter().position(|(_, t)| streaming_item(t).is_some()) {
+            if at + 1 != args.len() {
+                return Err(syn::Error::new(
+                    args[at].1.span(),
+                    "a `Streaming<T>` parameter comes last: the other arguments travel when the stream opens",
+                ));
+            }
+        }
+        let last_item = args.last().and_then(|(_, t)| streaming_item(t)).cloned();
+        let stream_in = match last_item {
+            Some(item) => args.pop().map(|(name, _)| (name, item)),
+            None => None,
+        };
         let ret = match &sig.output {
             ReturnType::Type(_, ty) => (**ty).clone(),
             ReturnType::Default => {
@@ -174,6 +200,7 @@ impl MethodDef {
             }
         };
         let ok = result_ok_type(&ret)?;
+        let stream_out = stream_item(&ok)?;
         Ok(MethodDef {
             attrs: f.attrs,
             name: sig.ident.clone(),
@@ -182,8 +209,64 @@ impl MethodDef {
             args,
             ret,
             ok,
+            stream_in,
+            stream_out,
         })
     }
+}
+
+/// `T` of a `Streaming<T>` (any path ending in `Streaming` with one type argument).
+fn streaming_item(ty: &Type) -> Option<&Type> {
+    let Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    if last.ident != "Streaming" {
+        return None;
+    }
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.iter().collect::<Vec<_>>().as_slice() {
+        [GenericArgument::Type(t)] => Some(t),
+        _ => None,
+    }
+}
+
+/// For an `Ok` type `impl Stream<Item = Result<X, E>> + …`, `X`; `None` for
+/// any other type. An `impl Stream` whose items are not `Result`s is refused.
+fn stream_item(ok: &Type) -> syn::Result<Option<Type>> {
+    let Type::ImplTrait(imp) = ok else {
+        return Ok(None);
+    };
+    for bound in &imp.bounds {
+        let syn::TypeParamBound::Trait(t) = bound else {
+            continue;
+        };
+        let Some(last) = t.path.segments.last() else {
+            continue;
+        };
+        if last.ident != "Stream" {
+            continue;
+        }
+        let item = match &last.arguments {
+            PathArguments::AngleBracketed(args) => args.args.iter().find_map(|a| match a {
+                GenericArgument::AssocType(b) if b.ident == "Item" => Some(&b.ty),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let refuse = || {
+            syn::Error::new(
+                t.span(),
+                "a server stream returns `Result<impl Stream<Item = Result<T, Status>> + Send, Status>`",
+            )
+        };
+        let item = item.ok_or_else(refuse)?;
+        return result_ok_type(item).map(Some).map_err(|_| refuse());
+    }
+    Err(syn::Error::new(
+        imp.span(),
+        "the only `impl Trait` a service method may return is `impl Stream<Item = Result<T, Status>> + Send`",
+    ))
 }
 
 /// `T` of a `Result<T, E>` (any path ending in `Result` with two type arguments).
@@ -302,6 +385,56 @@ mod tests {
             let text = tokens.to_string();
             let message = error(tokens);
             assert!(message.contains(expected), "{text}: {message}");
+        }
+    }
+
+    #[test]
+    fn streams_are_read_from_their_types() {
+        let def = read(quote::quote! {
+            trait S {
+                async fn watch(&self, cx: &Context, from: u64) -> Result<impl Stream<Item = Result<Event, Status>> + Send, Status>;
+                async fn upload(&self, cx: &Context, name: String, chunks: Streaming<Chunk>) -> Result<u64, Status>;
+                async fn chat(&self, cx: &Context, lines: brisk::Streaming<Line>) -> Result<impl Stream<Item = Result<Line, Status>> + Send, Status>;
+                async fn plain(&self, cx: &Context) -> Result<(), Status>;
+            }
+        })
+        .unwrap();
+        let kinds: Vec<(bool, bool)> = def
+            .methods
+            .iter()
+            .map(|m| (m.stream_in.is_some(), m.stream_out.is_some()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [(false, true), (true, false), (true, true), (false, false)]
+        );
+        let upload = &def.methods[1];
+        assert_eq!(upload.args.len(), 1, "the stream is not an argument");
+        let (name, item) = upload.stream_in.as_ref().unwrap();
+        assert_eq!(name, "chunks");
+        assert_eq!(quote::quote!(#item).to_string(), "Chunk");
+        let out = def.methods[0].stream_out.as_ref().unwrap();
+        assert_eq!(quote::quote!(#out).to_string(), "Event");
+    }
+
+    #[test]
+    fn misplaced_or_misshapen_streams_are_refused() {
+        for (tokens, says) in [
+            (
+                quote::quote! { trait S { async fn f(&self, cx: &Context, s: Streaming<u8>, n: u32) -> Result<(), Status>; } },
+                "comes last",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self, cx: &Context) -> Result<impl Stream<Item = u8> + Send, Status>; } },
+                "Result<impl Stream",
+            ),
+            (
+                quote::quote! { trait S { async fn f(&self, cx: &Context) -> Result<impl Iterator<Item = u8>, Status>; } },
+                "only `impl Trait`",
+            ),
+        ] {
+            let e = error(tokens);
+            assert!(e.contains(says), "{e}");
         }
     }
 

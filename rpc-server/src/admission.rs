@@ -89,7 +89,8 @@ struct Table {
 /// One admitted connection, as the table sees it.
 pub(crate) struct Entry {
     id: u64,
-    ip: IpAddr,
+    /// None for a Unix socket connection: counted by `max_connections` only.
+    ip: Option<IpAddr>,
     accepted: Instant,
     /// Milliseconds since the epoch of the connection's last call (its accept
     /// time until it makes one), or [`BUSY`] while calls are in progress.
@@ -133,14 +134,15 @@ impl Admission {
         }
     }
 
-    /// Decides about a connection from `ip` arriving at `now`; may evict the
+    /// Decides about a connection from `ip` (none on a Unix socket) arriving
+    /// at `now`; may evict the
     /// connection longest without a call (see the module doc).
-    pub fn admit(self: &Arc<Self>, ip: IpAddr, now: Instant) -> Admit {
+    pub fn admit(self: &Arc<Self>, ip: Option<IpAddr>, now: Instant) -> Admit {
         let now_ms = self.ms(now);
         let mut evicted = None;
         let ticket = {
             let mut table = self.table.lock();
-            if let Some(max) = self.max_per_ip {
+            if let (Some(max), Some(ip)) = (self.max_per_ip, ip) {
                 if table.per_ip.get(&ip).copied().unwrap_or(0) >= max {
                     drop(table);
                     return self.refuse("max_connections_per_ip", max);
@@ -176,7 +178,9 @@ impl Admission {
                 eviction: CloseSignal::new(),
             });
             table.live.insert(id, entry.clone());
-            *table.per_ip.entry(ip).or_default() += 1;
+            if let Some(ip) = ip {
+                *table.per_ip.entry(ip).or_default() += 1;
+            }
             Ticket {
                 admission: self.clone(),
                 entry,
@@ -189,7 +193,7 @@ impl Admission {
                 .fetch_add(1, Ordering::Relaxed);
             let last = victim.last_call_ms.load(Ordering::Relaxed);
             tracing::info!(
-                peer_ip = %victim.ip,
+                peer_ip = ?victim.ip,
                 open_for = ?now.saturating_duration_since(victim.accepted),
                 without_a_call_ms = now_ms.saturating_sub(last),
                 max_connections = self.max_connections,
@@ -229,10 +233,12 @@ impl Table {
     /// Takes entry `id` out of the table and its IP count.
     fn remove(&mut self, id: u64) -> Option<Arc<Entry>> {
         let entry = self.live.remove(&id)?;
-        if let Some(n) = self.per_ip.get_mut(&entry.ip) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_ip.remove(&entry.ip);
+        if let Some(ip) = entry.ip {
+            if let Some(n) = self.per_ip.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_ip.remove(&ip);
+                }
             }
         }
         Some(entry)
@@ -336,8 +342,11 @@ mod tests {
     use super::*;
     use std::net::Ipv4Addr;
 
-    const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
-    const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+    const A_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+    const A: Option<IpAddr> = Some(A_IP);
+    const B: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+    /// A Unix socket connection.
+    const UNIX: Option<IpAddr> = None;
 
     fn admission(max: usize, per_ip: Option<usize>) -> Arc<Admission> {
         Arc::new(Admission::with_limits(
@@ -454,7 +463,28 @@ mod tests {
         let _b = accepted(adm.admit(B, late));
         drop(a1);
         let _a3 = accepted(adm.admit(A, late));
-        assert_eq!(adm.table.lock().per_ip.get(&A), Some(&2));
+        assert_eq!(adm.table.lock().per_ip.get(&A_IP), Some(&2));
+    }
+
+    #[test]
+    fn unix_socket_connections_count_against_max_connections_but_no_ip() {
+        let adm = admission(3, Some(1));
+        let t0 = Instant::now();
+        let u1 = accepted(adm.admit(UNIX, t0));
+        let _u2 = accepted(adm.admit(UNIX, t0));
+        let _a = accepted(adm.admit(A, t0));
+        assert_eq!(adm.live(), 3);
+        assert!(
+            adm.table.lock().per_ip.len() == 1,
+            "only the TCP peer has an IP entry"
+        );
+        // The table is full: the newcomer evicts the one longest without a call.
+        let late = t0 + Duration::from_secs(60);
+        let _u3 = accepted(adm.admit(UNIX, late));
+        assert_eq!(adm.live(), 3, "one evicted, the newcomer in");
+        assert!(u1.eviction().is_closed(), "the oldest idle one is evicted");
+        drop(u1);
+        assert_eq!(adm.table.lock().per_ip.get(&A_IP), Some(&1));
     }
 
     #[test]

@@ -30,6 +30,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use rpc_core::stream::StreamConfig;
 use rpc_core::{Dispatch, RpcError};
 use rpc_transport::TransportConfig;
 use serde::{Deserialize, Serialize};
@@ -40,7 +41,9 @@ use crate::pool::PoolConfig;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Address to listen on (`host:port`; port 0 picks a free one).
+    /// Address to listen on: `host:port` (port 0 picks a free one), or
+    /// `unix:/path/to.sock` for a Unix domain socket (the path must not exist;
+    /// the server removes the file when it stops).
     pub addr: String,
     /// Also serve the HTTP/JSON protocol, `/health` and `/metrics` on this address.
     pub http_addr: Option<String>,
@@ -75,6 +78,8 @@ pub struct ServerConfig {
     pub max_in_flight_per_connection: usize,
     /// What large frames may hold, and whether freed memory goes back to the system.
     pub memory: MemoryConfig,
+    /// Streaming calls: the flow window and how many one connection may open.
+    pub streams: StreamConfig,
     /// How long graceful shutdown waits for in-flight calls before closing anyway.
     #[serde(rename = "shutdown_grace_ms", with = "rpc_core::config::duration_ms")]
     pub shutdown_grace: Duration,
@@ -99,6 +104,7 @@ impl Default for ServerConfig {
             max_connections_per_ip: None,
             max_in_flight_per_connection: 4096,
             memory: MemoryConfig::default(),
+            streams: StreamConfig::default(),
             shutdown_grace: Duration::from_secs(10),
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
@@ -149,7 +155,10 @@ impl ServerConfig {
     /// Checks every value; the error names the offending key.
     pub fn validate(&self) -> Result<(), RpcError> {
         if self.addr.is_empty() {
-            return Err(RpcError::config("addr", "must be host:port"));
+            return Err(RpcError::config(
+                "addr",
+                "must be host:port or unix:/path/to.sock",
+            ));
         }
         if let DispatchConfig::Pool(pool) = &self.dispatch {
             pool.validate()

@@ -69,35 +69,61 @@ impl Dispatcher {
 pub(crate) struct ServerCtx {
     pub router: Router,
     pub interceptors: Vec<Arc<dyn Interceptor>>,
+    /// The tower layers around the handlers, when the server has any.
+    #[cfg(feature = "tower")]
+    pub layers: Option<crate::layers::LayeredService>,
     pub dispatcher: Dispatcher,
     pub runtime: tokio::runtime::Handle,
     pub config: ServerConfig,
     pub stop: StopState,
     pub stats: Arc<ServerStats>,
     pub metrics: Metrics,
+    /// What `/metrics` renders: the user's registry (or a new one) with
+    /// brisk's collector in it.
+    pub registry: prometheus_client::registry::Registry,
     /// Bytes that large request frames may hold at once, across connections
     /// (`memory.frame_budget`).
     pub frame_budget: rpc_transport::FrameBudget,
 }
 
 impl ServerCtx {
+    /// Whether calls pass middleware (interceptors or layers) before their
+    /// handler.
+    pub fn has_middleware(&self) -> bool {
+        #[cfg(feature = "tower")]
+        if self.layers.is_some() {
+            return true;
+        }
+        !self.interceptors.is_empty()
+    }
+
     /// The context of a server about to start on the current tokio runtime:
     /// its dispatcher (and pool) built from `config`, nothing stopped yet.
     pub fn new(
         config: ServerConfig,
         router: Router,
         interceptors: Vec<Arc<dyn Interceptor>>,
+        mut registry: prometheus_client::registry::Registry,
     ) -> Result<ServerCtx, RpcError> {
+        let dispatcher = Dispatcher::for_config(&config)?;
+        let metrics = Metrics::for_router(&router);
+        let stats = Arc::new(ServerStats::default());
+        registry.register_collector(Box::new(
+            metrics.collector(stats.clone(), dispatcher.pool().cloned()),
+        ));
         Ok(ServerCtx {
-            dispatcher: Dispatcher::for_config(&config)?,
-            metrics: Metrics::for_router(&router),
+            dispatcher,
+            metrics,
+            registry,
             frame_budget: rpc_transport::FrameBudget::new(config.memory.frame_budget),
             router,
             interceptors,
+            #[cfg(feature = "tower")]
+            layers: None,
             runtime: tokio::runtime::Handle::current(),
             config,
             stop: StopState::new(),
-            stats: Arc::new(ServerStats::default()),
+            stats,
         })
     }
 }

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::FutureExt;
 use rpc_core::{CancelSignal, Endpoint, HandlerFuture, Next, RpcError, RpcRequest, RpcResponse};
+#[cfg(feature = "http")]
 use tokio::sync::oneshot;
 
 use crate::ctx::ServerCtx;
@@ -70,22 +71,27 @@ pub(crate) fn deadline_error(route: &RouteEntry, timeout: Duration) -> RpcError 
     }
 }
 
-/// Starts `req` through the interceptors and the handler. Without interceptors
-/// this is the handler's own future, with no extra allocation.
+/// Starts `req` through the interceptors, the tower layers and the handler.
+/// Without middleware this is the handler's own future, with no extra
+/// allocation.
 pub(crate) fn start_call<'a>(
     ctx: &'a ServerCtx,
     route: &'a RouteEntry,
     req: RpcRequest,
 ) -> CallFuture<'a> {
-    if ctx.interceptors.is_empty() {
-        route.handler.call(route.index, req.cx, req.body)
-    } else {
-        Box::pin(async move {
-            Next::new(&ctx.interceptors, &HandlerEndpoint(route))
-                .run(req)
-                .await
-        })
+    if !ctx.has_middleware() {
+        return route.handler.call(route.index, req.cx, req.body);
     }
+    Box::pin(async move {
+        #[cfg(feature = "tower")]
+        if let Some(stack) = &ctx.layers {
+            let endpoint = crate::layers::LayeredEndpoint { stack, route };
+            return Next::new(&ctx.interceptors, &endpoint).run(req).await;
+        }
+        Next::new(&ctx.interceptors, &HandlerEndpoint(route))
+            .run(req)
+            .await
+    })
 }
 
 /// Turns a call's outcome into its answer: a panic becomes a `Handler` error,
@@ -189,6 +195,7 @@ pub(crate) enum Reply {
     /// connection's [`PoolAnswers`](crate::reply::PoolAnswers).
     Frame(AnswerSlot),
     /// An in-process waiter (the HTTP gateway).
+    #[cfg(feature = "http")]
     Channel(oneshot::Sender<Result<RpcResponse, RpcError>>),
 }
 
@@ -197,6 +204,7 @@ impl Reply {
     fn deliver(self, result: Result<RpcResponse, RpcError>) {
         match self {
             Reply::Frame(slot) => slot.answer(result),
+            #[cfg(feature = "http")]
             Reply::Channel(tx) => {
                 let _ = tx.send(result);
             }

@@ -5,7 +5,7 @@
 //! interceptors and the same dispatch (direct, or the worker pool with its busy
 //! answer), and answers the JSON of the result. This lets curl, load tools and
 //! other languages call a brisk service. Also served: `GET /health` and
-//! `GET /metrics` (Prometheus text).
+//! `GET /metrics` (OpenMetrics text).
 //!
 //! Handlers get the same [`Context`] as on the binary protocol: metadata
 //! from `x-brisk-meta-<key>` headers (and the answer's metadata back as
@@ -16,8 +16,16 @@
 //! its connection before the answer cancels the call the same way, counted
 //! in `brisk_calls_cancelled_total`. Errors map to status codes with a JSON error body:
 //! 400 bad JSON or arguments, 401 unauthenticated, 404 unknown service or
-//! method, 405 wrong verb, 413 body over `max_frame_size`, 503 server busy or
-//! shutting down, 504 timeout, 500 handler error.
+//! method, 405 wrong verb, 413 body over `max_frame_size`, 501 a client or
+//! bidirectional stream (served on the binary protocol only), 503 server
+//! busy or shutting down, 504 timeout, 500 handler error.
+//!
+//! A server stream answers `200` with `application/x-ndjson`: one JSON
+//! line per item as the handler sends them, read by hyper as the client
+//! takes them (so a slow client holds the handler within the stream
+//! window); an error mid-stream is the last line, `{"error": …, "message":
+//! …}`; the stream's deadline is `x-brisk-timeout-ms`, and a client that
+//! disconnects cancels it.
 
 use std::borrow::Cow;
 use std::convert::Infallible;
@@ -27,7 +35,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use futures::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::server::conn::http1;
@@ -35,7 +45,8 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use rpc_core::{
-    CancelSignal, Context, Metadata, RpcError, RpcRequest, RpcResponse, SerializerKind,
+    CancelSignal, Code, Context, Metadata, RpcError, RpcRequest, RpcResponse, SerializerKind,
+    Status, StreamIo,
 };
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -44,8 +55,9 @@ use tracing::{debug, warn};
 
 use crate::ctx::{Dispatcher, ServerCtx};
 use crate::dispatch::{deadline_error, execute, PoolJob, Reply};
-use crate::router::RouteEntry;
+use crate::router::{Route, RouteEntry};
 use crate::stop::StopLevel;
+use crate::stream::{run_stream, LocalFlow};
 
 const META_PREFIX: &str = "x-brisk-meta-";
 const TIMEOUT_HEADER: &str = "x-brisk-timeout-ms";
@@ -97,10 +109,10 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: Arc<ServerCtx>, trac
     }
 }
 
-type HttpResponse = Response<Full<Bytes>>;
+type HttpResponse = Response<UnsyncBoxBody<Bytes, Infallible>>;
 
 fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> HttpResponse {
-    let mut r = Response::new(Full::new(body.into()));
+    let mut r = Response::new(Full::new(body.into()).boxed_unsync());
     *r.status_mut() = status;
     r.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -136,12 +148,11 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
             }
         }
         (&Method::GET, "/metrics") => {
-            let pool = ctx.dispatcher.pool().map(|p| p.stats());
-            let text = ctx.metrics.render(&ctx.stats.snapshot(), pool.as_ref());
-            respond(StatusCode::OK, "text/plain; version=0.0.4", text)
+            let text = crate::metrics::render(&ctx.registry);
+            respond(StatusCode::OK, crate::metrics::CONTENT_TYPE, text)
         }
         (&Method::POST, _) => match call(ctx, peer, &path, req).await {
-            Ok(answer) => {
+            Ok(Answer::Unary(answer)) => {
                 let mut response = respond(StatusCode::OK, "application/json", answer.body);
                 for (key, value) in answer.metadata.iter() {
                     let name = hyper::header::HeaderName::try_from(format!("{META_PREFIX}{key}"));
@@ -151,6 +162,7 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
                 }
                 response
             }
+            Ok(Answer::Stream(response)) => response,
             Err(e) => json_error(status_for(&e), &e),
         },
         _ => {
@@ -163,12 +175,20 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
     }
 }
 
+/// What a call over HTTP answers.
+enum Answer {
+    /// A unary call's answer.
+    Unary(RpcResponse),
+    /// A server stream: its items as newline-delimited JSON, sent as they come.
+    Stream(HttpResponse),
+}
+
 async fn call(
     ctx: &Arc<ServerCtx>,
     peer: SocketAddr,
     path: &str,
     req: Request<Incoming>,
-) -> Result<RpcResponse, RpcError> {
+) -> Result<Answer, RpcError> {
     let received = Instant::now();
     let mut parts = path.trim_matches('/').splitn(2, '/');
     let service = parts.next().unwrap_or_default();
@@ -177,6 +197,15 @@ async fn call(
         return Err(RpcError::ShuttingDown);
     }
     let route = ctx.router.route(service, method)?;
+    if route.kind.client_streams() {
+        return Err(RpcError::Status(Status::new(
+            Code::Unimplemented,
+            format!(
+                "{}.{} takes a stream of items: client and bidirectional streams are served on the binary protocol only",
+                route.service, route.method
+            ),
+        )));
+    }
 
     let mut metadata = Metadata::new();
     let mut timeout = None;
@@ -229,18 +258,21 @@ async fn call(
         .with_metadata(metadata)
         .with_peer(peer)
         .with_deadline(deadline.map(|(at, _)| at));
-    // Dropped before the call ends (the client closed the connection): the
-    // call is cancelled, and counted so.
-    let end = cx.cancellation().clone();
-    let _abandoned = CancelOnDrop {
-        end: end.clone(),
-        route: &route,
-    };
     let rpc_req = RpcRequest {
         service: Cow::Borrowed(route.service),
         method: Cow::Borrowed(route.method),
         body,
         cx,
+    };
+    if route.kind.is_stream() {
+        return Ok(Answer::Stream(server_stream(ctx, route, rpc_req)));
+    }
+    // Dropped before the call ends (the client closed the connection): the
+    // call is cancelled, and counted so.
+    let end = rpc_req.cx.cancellation().clone();
+    let _abandoned = CancelOnDrop {
+        end: end.clone(),
+        route: &route,
     };
     let run = async {
         match &ctx.dispatcher {
@@ -289,7 +321,53 @@ async fn call(
     if let Ok(answer) = &result {
         ctx.metrics.io.add_out(answer.body.len() as u64);
     }
-    result
+    result.map(Answer::Unary)
+}
+
+/// Serves a server stream as `application/x-ndjson`: one JSON line per item,
+/// as the handler sends them (within the stream window: the body is read as
+/// the client takes it). An error after the answer has started is the last
+/// line, `{"error": …, "message": …}`. A client that goes away cancels the call.
+fn server_stream(ctx: &Arc<ServerCtx>, route: Route, req: RpcRequest) -> HttpResponse {
+    let serializer = SerializerKind::Json.id();
+    let (out, items, peer) = LocalFlow::open(
+        0,
+        serializer,
+        ctx.config.streams.window,
+        req.cx.cancellation().clone(),
+    );
+    let io = StreamIo {
+        incoming: None,
+        out,
+    };
+    tokio::spawn(run_stream(ctx.clone(), route, req, io, peer, serializer));
+    let lines = items.map(|item| {
+        let line = match item {
+            Ok(json) => {
+                let mut line = Vec::with_capacity(json.len() + 1);
+                line.extend_from_slice(&json);
+                line.push(b'\n');
+                line
+            }
+            Err(status) => {
+                let mut line = serde_json::json!({
+                    "error": status.code().name(),
+                    "message": status.message(),
+                })
+                .to_string()
+                .into_bytes();
+                line.push(b'\n');
+                line
+            }
+        };
+        Ok::<_, Infallible>(hyper::body::Frame::data(Bytes::from(line)))
+    });
+    let mut response = Response::new(StreamBody::new(lines).boxed_unsync());
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    response
 }
 
 /// Cancels an HTTP call whose request future is dropped before the call

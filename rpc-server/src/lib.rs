@@ -25,7 +25,9 @@
 //!
 //! In the order a call passes through:
 //!
-//! 1. [`server`] — the builder, the accept loop, the handle and shutdown;
+//! 1. [`builder`] — settings, services, interceptors and tower layers, then
+//!    `start`; `listener` — what it accepts on (TCP, or a Unix socket);
+//!    [`server`] — the accept loop, the handle and shutdown;
 //!    `admission` (connection limits, eviction) and `refusal` (telling a
 //!    refused connection why) sit at its door.
 //! 2. `connection` — one task per connection: reads a batch of frames, hands
@@ -33,11 +35,15 @@
 //!    eviction. The HTTP gateway ([`http`]) is the other door to the same
 //!    calls.
 //! 3. [`router`] — service and method name to handler.
-//! 4. `dispatch` — runs one call: interceptors and handler, panic
-//!    containment, the outcome recorded; on the connection's task or, in pool
-//!    mode, on the [`pool`].
+//! 4. `dispatch` — runs one call: interceptors, tower layers (`layers`,
+//!    feature `tower`) and handler, panic containment, the outcome recorded;
+//!    on the connection's task or, in pool mode, on the [`pool`].
 //! 5. `reply` — the answer: its frame, the pool's hand-over buffer back to the
 //!    connection, the connection's coalescing `Outbox`.
+//! 6. `stream` — streaming calls: a connection's open streams (routed by
+//!    id), the task each runs on (interceptors, handler, deadline, one end)
+//!    and the queue their frames go back to the connection through; the HTTP
+//!    gateway reads server streams in process (`stream::LocalFlow`).
 //!
 //! Shared by all of them: `ctx` (the `ServerCtx` every task holds, with the
 //! `Dispatcher` that says where calls run), `stop` (the server's stop level
@@ -64,11 +70,16 @@
 #![warn(missing_docs)]
 
 mod admission;
+pub mod builder;
 pub mod config;
 mod connection;
 mod ctx;
 mod dispatch;
+#[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "tower")]
+pub mod layers;
+mod listener;
 pub mod method_metrics;
 pub mod metrics;
 mod panic;
@@ -81,11 +92,18 @@ pub mod server;
 pub mod signals;
 pub mod stats;
 mod stop;
+mod stream;
+#[cfg(test)]
+mod test_support;
 
+pub use builder::{Server, ServerBuilder};
 pub use config::{DispatchConfig, MemoryConfig, ServerConfig};
 pub use metrics::Metrics;
 pub use pool::{PoolConfig, QueueKind, WorkerPool};
+/// The metrics crate `ServerBuilder::metrics_registry` takes a registry of:
+/// use this one, so the versions match.
+pub use prometheus_client;
 pub use router::Router;
-pub use server::{Server, ServerBuilder, ServerHandle, ShutdownReport};
+pub use server::{ServerHandle, ShutdownReport};
 pub use signals::{StopSignal, StopSignals};
 pub use stats::ServerStats;

@@ -1,19 +1,34 @@
 //! [`Metrics`]: per-method call counts, errors and latency histograms, plus the
-//! I/O byte counters, rendered in the Prometheus text format for `GET /metrics`.
+//! I/O byte counters, and how `GET /metrics` renders them: through a
+//! [`prometheus_client`] registry, the user's own when they gave one
+//! ([`ServerBuilder::metrics_registry`](crate::ServerBuilder::metrics_registry)),
+//! so their series and brisk's come out of one scrape.
 //!
-//! Every method a server answers is known when it starts (the router lists
-//! them), so the per-method table is built once and never locked: recording a
-//! call is a map lookup by two `&'static str` and a few relaxed atomic adds.
-//! Histogram buckets are cumulative at render time, as Prometheus expects.
+//! # Invariants
+//!
+//! - Recording stays off the registry: every method a server answers is
+//!   known when it starts (the router lists them), so the per-method table is
+//!   built once and never locked, and recording a call is a few relaxed
+//!   atomic adds on its route. The registry only reads them, at scrape time,
+//!   through one [`Collector`] — the hot path does not change with the
+//!   exposition format.
+//! - The series keep their names (`brisk_calls_total`, `brisk_call_errors_total`,
+//!   `brisk_calls_cancelled_total`, `brisk_call_duration_seconds`,
+//!   `brisk_open_connections`, …); the text is OpenMetrics (it ends in `# EOF`).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use rpc_transport::IoCounters;
 
-use crate::pool::PoolStats;
+use crate::pool::WorkerPool;
 use crate::router::{Route, Router};
-use crate::stats::StatsSnapshot;
+use crate::stats::ServerStats;
 
 pub use crate::method_metrics::{MethodMetrics, LATENCY_BUCKETS};
 
@@ -51,140 +66,243 @@ impl Metrics {
             .map(|r| &r.metrics)
     }
 
-    /// Renders everything in the Prometheus text exposition format.
-    pub fn render(&self, stats: &StatsSnapshot, pool: Option<&PoolStats>) -> String {
-        let mut out = String::with_capacity(4096);
-        let keys: Vec<(&str, &MethodMetrics)> =
-            self.routes.iter().map(|r| (r.method, &r.metrics)).collect();
-        let services: Vec<&str> = self.routes.iter().map(|r| r.service).collect();
+    /// The collector of everything brisk counts for `registry`; `stats` and
+    /// `pool` are read at each scrape.
+    pub(crate) fn collector(
+        &self,
+        stats: Arc<ServerStats>,
+        pool: Option<Arc<WorkerPool>>,
+    ) -> ServerCollector {
+        ServerCollector {
+            routes: self.routes.clone(),
+            io: self.io.clone(),
+            stats,
+            pool,
+        }
+    }
+}
 
-        out.push_str("# HELP brisk_calls_total Calls handled, per method.\n# TYPE brisk_calls_total counter\n");
-        for ((m, mm), s) in keys.iter().zip(&services) {
-            let v = mm.calls();
-            let _ = writeln!(
-                out,
-                "brisk_calls_total{{service=\"{s}\",method=\"{m}\"}} {v}"
-            );
+/// Reads a server's counters into a registry at scrape time.
+pub(crate) struct ServerCollector {
+    routes: Vec<Route>,
+    io: Arc<IoCounters>,
+    stats: Arc<ServerStats>,
+    pool: Option<Arc<WorkerPool>>,
+}
+
+impl std::fmt::Debug for ServerCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerCollector")
+            .field("methods", &self.routes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerCollector {
+    /// One counter per method.
+    fn per_method(
+        &self,
+        encoder: &mut DescriptorEncoder<'_>,
+        name: &str,
+        help: &str,
+        value: impl Fn(&MethodMetrics) -> u64,
+    ) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for r in &self.routes {
+            let labels = [("service", r.service), ("method", r.method)];
+            ConstCounter::new(value(&r.metrics)).encode(family.encode_family(&labels)?)?;
         }
-        out.push_str("# HELP brisk_call_errors_total Calls answered with an error, per method.\n# TYPE brisk_call_errors_total counter\n");
-        for ((m, mm), s) in keys.iter().zip(&services) {
-            let v = mm.errors();
-            let _ = writeln!(
-                out,
-                "brisk_call_errors_total{{service=\"{s}\",method=\"{m}\"}} {v}"
-            );
+        Ok(())
+    }
+}
+
+/// One unlabelled series.
+fn single(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    metric: impl EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    let series = encoder.encode_descriptor(name, help, None, metric.metric_type())?;
+    metric.encode(series)
+}
+
+impl Collector for ServerCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let e = &mut encoder;
+        self.per_method(e, "brisk_calls", "Calls handled, per method.", |m| {
+            m.calls()
+        })?;
+        self.per_method(
+            e,
+            "brisk_call_errors",
+            "Calls answered with an error, per method.",
+            |m| m.errors(),
+        )?;
+        self.per_method(
+            e,
+            "brisk_calls_cancelled",
+            "Calls their caller gave up on before the answer, per method.",
+            |m| m.cancelled(),
+        )?;
+        let mut family = e.encode_descriptor(
+            "brisk_call_duration_seconds",
+            "Handler latency, per method.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for r in &self.routes {
+            let m = &r.metrics;
+            // Per-bucket counts; the encoder accumulates them. f64::MAX is +Inf.
+            let buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
+                .iter()
+                .copied()
+                .chain(std::iter::once(f64::MAX))
+                .enumerate()
+                .map(|(i, bound)| (bound, m.bucket(i)))
+                .collect();
+            let count = buckets.iter().map(|(_, n)| n).sum();
+            let labels = [("service", r.service), ("method", r.method)];
+            family
+                .encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(
+                    m.sum_micros() as f64 / 1e6,
+                    count,
+                    &buckets,
+                    None,
+                )?;
         }
-        out.push_str("# HELP brisk_calls_cancelled_total Calls their caller gave up on before the answer, per method.\n# TYPE brisk_calls_cancelled_total counter\n");
-        for ((m, mm), s) in keys.iter().zip(&services) {
-            let v = mm.cancelled();
-            let _ = writeln!(
-                out,
-                "brisk_calls_cancelled_total{{service=\"{s}\",method=\"{m}\"}} {v}"
-            );
-        }
-        out.push_str("# HELP brisk_call_duration_seconds Handler latency, per method.\n# TYPE brisk_call_duration_seconds histogram\n");
-        for ((m, mm), s) in keys.iter().zip(&services) {
-            let mut cumulative = 0;
-            for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
-                cumulative += mm.bucket(i);
-                let _ = writeln!(
-                    out,
-                    "brisk_call_duration_seconds_bucket{{service=\"{s}\",method=\"{m}\",le=\"{bound}\"}} {cumulative}"
-                );
-            }
-            cumulative += mm.bucket(LATENCY_BUCKETS.len());
-            let _ = writeln!(
-                out,
-                "brisk_call_duration_seconds_bucket{{service=\"{s}\",method=\"{m}\",le=\"+Inf\"}} {cumulative}"
-            );
-            let sum = mm.sum_micros() as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "brisk_call_duration_seconds_sum{{service=\"{s}\",method=\"{m}\"}} {sum}"
-            );
-            let _ = writeln!(
-                out,
-                "brisk_call_duration_seconds_count{{service=\"{s}\",method=\"{m}\"}} {cumulative}"
-            );
-        }
-        let gauge = |out: &mut String, name: &str, help: &str, kind: &str, v: String| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-            );
-        };
-        gauge(
-            &mut out,
+        let stats = self.stats.snapshot();
+        let gauge = |v: usize| ConstGauge::new(v as i64);
+        let counter = |v: u64| ConstCounter::new(v);
+        single(
+            e,
             "brisk_open_connections",
             "Binary-protocol connections open.",
-            "gauge",
-            stats.open_connections.to_string(),
-        );
-        gauge(
-            &mut out,
-            "brisk_refused_connections_total",
+            gauge(stats.open_connections),
+        )?;
+        single(
+            e,
+            "brisk_refused_connections",
             "Connections refused at max_connections or max_connections_per_ip.",
-            "counter",
-            stats.refused_connections.to_string(),
-        );
-        gauge(
-            &mut out,
-            "brisk_evicted_connections_total",
+            counter(stats.refused_connections),
+        )?;
+        single(
+            e,
+            "brisk_evicted_connections",
             "Connections closed at max_connections to make room (longest without a call).",
-            "counter",
-            stats.evicted_connections.to_string(),
-        );
-        gauge(
-            &mut out,
-            "brisk_requests_total",
+            counter(stats.evicted_connections),
+        )?;
+        single(
+            e,
+            "brisk_requests",
             "Binary-protocol requests read.",
-            "counter",
-            stats.requests.to_string(),
-        );
-        gauge(
-            &mut out,
-            "brisk_busy_rejections_total",
+            counter(stats.requests),
+        )?;
+        single(
+            e,
+            "brisk_busy_rejections",
             "Calls rejected because the worker pool was full.",
-            "counter",
-            stats.busy_rejections.to_string(),
-        );
-        gauge(
-            &mut out,
-            "brisk_bytes_in_total",
+            counter(stats.busy_rejections),
+        )?;
+        single(
+            e,
+            "brisk_bytes_in",
             "Bytes read from clients.",
-            "counter",
-            self.io.bytes_in().to_string(),
-        );
-        gauge(
-            &mut out,
-            "brisk_bytes_out_total",
+            counter(self.io.bytes_in()),
+        )?;
+        single(
+            e,
+            "brisk_bytes_out",
             "Bytes written to clients.",
-            "counter",
-            self.io.bytes_out().to_string(),
-        );
-        if let Some(p) = pool {
-            gauge(
-                &mut out,
+            counter(self.io.bytes_out()),
+        )?;
+        if let Some(pool) = &self.pool {
+            let p = pool.stats();
+            single(
+                e,
                 "brisk_pool_threads",
                 "Worker pool threads alive.",
-                "gauge",
-                p.pool_size.to_string(),
-            );
-            gauge(
-                &mut out,
+                gauge(p.pool_size),
+            )?;
+            single(
+                e,
                 "brisk_pool_active_threads",
                 "Worker pool threads running a call.",
-                "gauge",
-                p.active.to_string(),
-            );
-            gauge(
-                &mut out,
+                gauge(p.active),
+            )?;
+            single(
+                e,
                 "brisk_pool_queue_depth",
                 "Calls waiting in the worker pool queue.",
-                "gauge",
-                p.queued.to_string(),
-            );
+                gauge(p.queued),
+            )?;
         }
-        out
+        Ok(())
+    }
+}
+
+/// Renders `registry` in the OpenMetrics text format.
+pub(crate) fn render(registry: &Registry) -> String {
+    let mut out = String::with_capacity(4096);
+    // Writing into a String cannot fail; a collector's error would leave the
+    // text cut short, which a scraper rejects as a whole.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        tracing::warn!(error = %e, "metrics could not be rendered in full");
+    }
+    out
+}
+
+/// The content type of `/metrics`: the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn brisks_series_and_the_users_render_from_one_registry() {
+        let mut router = Router::new();
+        router.add(Arc::new(crate::test_support::EmptyAnswers(
+            "Calc",
+            &["add", "fail"],
+        )));
+        let metrics = Metrics::for_router(&router);
+        let add = metrics.method("Calc", "add").expect("the route");
+        add.record(Duration::from_micros(50), true);
+        add.record(Duration::from_millis(3), false);
+        add.record(Duration::from_secs(5), true);
+        metrics.io.add_out(10);
+        let stats = Arc::new(ServerStats::default());
+        stats
+            .open_connections
+            .store(2, std::sync::atomic::Ordering::Relaxed);
+        let mine = prometheus_client::metrics::counter::Counter::<u64>::default();
+        let mut registry = Registry::default();
+        registry.register("app_logins", "Logins.", mine.clone());
+        registry.register_collector(Box::new(metrics.collector(stats, None)));
+        mine.inc_by(7);
+
+        let text = render(&registry);
+        let has = |line: &str| assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        has("app_logins_total 7");
+        has(r#"brisk_calls_total{service="Calc",method="add"} 3"#);
+        has(r#"brisk_call_errors_total{service="Calc",method="add"} 1"#);
+        has(r#"brisk_calls_total{service="Calc",method="fail"} 0"#);
+        has("# TYPE brisk_call_duration_seconds histogram");
+        // Cumulative buckets: 50 µs ≤ 100 µs, 3 ms ≤ 5 ms, 5 s only in +Inf.
+        has(r#"brisk_call_duration_seconds_bucket{le="0.0001",service="Calc",method="add"} 1"#);
+        has(r#"brisk_call_duration_seconds_bucket{le="0.005",service="Calc",method="add"} 2"#);
+        has(r#"brisk_call_duration_seconds_bucket{le="1.0",service="Calc",method="add"} 2"#);
+        has(r#"brisk_call_duration_seconds_bucket{le="+Inf",service="Calc",method="add"} 3"#);
+        has(r#"brisk_call_duration_seconds_count{service="Calc",method="add"} 3"#);
+        has("brisk_open_connections 2");
+        has("brisk_bytes_out_total 10");
+        assert!(
+            !text.contains("brisk_pool_threads"),
+            "no pool, no pool series"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

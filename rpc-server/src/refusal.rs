@@ -20,7 +20,6 @@
 //!   hold more sockets than the limits allow plus this bound.
 //! - Nothing read from a refused connection is acted on.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +27,6 @@ use bytes::BytesMut;
 use rpc_codec::{OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tracing::debug;
 
@@ -64,7 +62,10 @@ impl Refusals {
     /// Answers `stream` with `error` and closes it, in a task of its own
     /// (or drops it at once when too many refusals are in progress); the task
     /// ends at once when `stop` reaches [`Forced`](crate::stop::StopLevel::Forced).
-    pub fn refuse(&self, stream: TcpStream, peer: SocketAddr, error: RpcError, stop: &StopState) {
+    pub fn refuse<S>(&self, stream: S, peer: Arc<str>, error: RpcError, stop: &StopState)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
             debug!(%peer, "too many refusals in progress: connection dropped unanswered");
             return;
@@ -78,7 +79,7 @@ impl Refusals {
                 #[cfg(feature = "tls")]
                 if let Some(acceptor) = tls {
                     let tls_stream = acceptor
-                        .accept(stream, &peer.to_string())
+                        .accept(stream, &peer)
                         .await
                         .map_err(|e| e.to_string())?;
                     return answer_and_close(tls_stream, &error).await;

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use rpc_core::{RpcError, ServiceHandler};
+use rpc_core::{MethodKind, RpcError, ServiceHandler};
 
 use crate::method_metrics::MethodMetrics;
 
@@ -26,6 +26,8 @@ pub struct RouteEntry {
     /// The method's index in the handler's `method_names`: what the handler
     /// dispatches on.
     pub index: usize,
+    /// How the method is called: unary, or which ways it streams.
+    pub kind: MethodKind,
     /// The method's counters and latency histogram.
     pub metrics: MethodMetrics,
 }
@@ -82,6 +84,7 @@ impl Router {
                     service,
                     method,
                     index,
+                    kind: handler.method_kind(index),
                     metrics: MethodMetrics::default(),
                 })
             })

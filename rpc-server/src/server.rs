@@ -1,8 +1,8 @@
-//! [`Server`]: building, starting and stopping a brisk server.
+//! [`ServerHandle`]: a running brisk server — its accept loop, and stopping it.
 //!
-//! `start()` binds, creates the worker pool (pool dispatch), spawns the accept
-//! loop on the current tokio runtime and returns a [`ServerHandle`]. The handle
-//! owns the server: [`ServerHandle::shutdown`] stops accepting, lets in-flight
+//! `ServerBuilder::start()` (see `builder`) binds, creates the worker pool
+//! (pool dispatch), spawns the accept loop on the current tokio runtime and
+//! returns a [`ServerHandle`]. The handle owns the server: [`ServerHandle::shutdown`] stops accepting, lets in-flight
 //! calls finish (bounded by `shutdown_grace`), flushes their answers and closes;
 //! dropping the handle without calling it closes everything at once;
 //! [`ServerHandle::shutdown_on_signals`] runs that graceful shutdown when the
@@ -18,209 +18,27 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc_core::{Dispatch, Interceptor, RpcError, ServiceHandler};
-use rpc_registry::{Registration, Registry};
-use tokio::net::TcpListener;
+use rpc_registry::Registration;
+use rpc_transport::addr::ListenAddr;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::admission::{Admission, Admit};
 use crate::connection::serve_connection;
 use crate::ctx::ServerCtx;
+use crate::listener::{Accepted, Listener};
 use crate::metrics::Metrics;
 use crate::pool::PoolStats;
 use crate::refusal::Refusals;
-use crate::router::Router;
 use crate::signals::StopSignals;
 use crate::stats::StatsSnapshot;
 use crate::ServerConfig;
 
-/// Entry point: `Server::builder()`.
-pub struct Server;
-
-impl Server {
-    /// A builder with the default [`ServerConfig`].
-    pub fn builder() -> ServerBuilder {
-        ServerBuilder {
-            config: ServerConfig::default(),
-            router: Router::new(),
-            interceptors: Vec::new(),
-            registry: None,
-            #[cfg(feature = "tls")]
-            tls: None,
-        }
-    }
-}
-
-/// Collects config, services and interceptors, then starts the server.
-pub struct ServerBuilder {
-    config: ServerConfig,
-    router: Router,
-    interceptors: Vec<Arc<dyn Interceptor>>,
-    registry: Option<Arc<dyn Registry>>,
-    #[cfg(feature = "tls")]
-    tls: Option<rpc_transport::tls::TlsAcceptor>,
-}
-
-impl ServerBuilder {
-    /// Serves the binary protocol over TLS with a ready rustls config (beats
-    /// the config's `tls` section). Feature `tls`.
-    #[cfg(feature = "tls")]
-    pub fn tls(mut self, config: rustls::ServerConfig) -> Self {
-        self.tls = Some(rpc_transport::tls::TlsAcceptor::from_config(config));
-        self
-    }
-
-    /// Replaces the whole configuration.
-    pub fn config(mut self, config: ServerConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// Sets the listen address.
-    pub fn addr(mut self, addr: impl Into<String>) -> Self {
-        self.config.addr = addr.into();
-        self
-    }
-
-    /// Also serves HTTP/JSON, `/health` and `/metrics` on `addr`.
-    pub fn http_addr(mut self, addr: impl Into<String>) -> Self {
-        self.config.http_addr = Some(addr.into());
-        self
-    }
-
-    /// Sets the dispatch mode (a pool already configured keeps its settings).
-    pub fn dispatch(mut self, dispatch: Dispatch) -> Self {
-        self.config.dispatch.set_mode(dispatch);
-        self
-    }
-
-    /// Runs handlers on a worker pool with these settings (whatever was set
-    /// before by [`config`](Self::config) or [`dispatch`](Self::dispatch)).
-    pub fn pool(mut self, pool: crate::PoolConfig) -> Self {
-        self.config.dispatch = crate::config::DispatchConfig::Pool(pool);
-        self
-    }
-
-    /// Serves a service (what `#[brisk::service]` generates as `XxxServer`).
-    pub fn service(mut self, handler: impl ServiceHandler) -> Self {
-        self.router.add(Arc::new(handler));
-        self
-    }
-
-    /// Serves an already shared service.
-    pub fn service_arc(mut self, handler: Arc<dyn ServiceHandler>) -> Self {
-        self.router.add(handler);
-        self
-    }
-
-    /// Adds a server interceptor; the first added is the outermost.
-    pub fn interceptor(mut self, interceptor: impl Interceptor) -> Self {
-        self.interceptors.push(Arc::new(interceptor));
-        self
-    }
-
-    /// Registers every service in `registry` at start (beats the config's
-    /// `registry` URL); graceful shutdown deregisters.
-    pub fn registry(mut self, registry: Arc<dyn Registry>) -> Self {
-        self.registry = Some(registry);
-        self
-    }
-
-    /// Registers every service in the registry this URL names at start
-    /// (`etcd://host:port/root`).
-    pub fn registry_url(mut self, url: impl Into<String>) -> Self {
-        self.config.registry = Some(url.into());
-        self
-    }
-
-    /// The address registered for clients (`host` or `host:port`).
-    pub fn advertise_addr(mut self, addr: impl Into<String>) -> Self {
-        self.config.advertise_addr = Some(addr.into());
-        self
-    }
-
-    /// This server's registered share of the load.
-    pub fn weight(mut self, weight: u32) -> Self {
-        self.config.weight = weight;
-        self
-    }
-
-    /// Validates the config, binds, starts serving on the current runtime and,
-    /// with a registry, registers (an unreachable registry fails the start).
-    pub async fn start(self) -> Result<ServerHandle, RpcError> {
-        self.config.validate()?;
-        #[cfg(feature = "tls")]
-        let tls = match (self.tls, &self.config.tls) {
-            (Some(acceptor), _) => Some(acceptor),
-            (None, Some(files)) => Some(rpc_transport::tls::TlsAcceptor::load(files)?),
-            (None, None) => None,
-        };
-        let listener = TcpListener::bind(&self.config.addr)
-            .await
-            .map_err(|e| RpcError::Io {
-                context: format!("binding the server to {}", self.config.addr),
-                reason: format!("{e} (is another process using the port?)"),
-                source: Some(rpc_core::Cause::new(e)),
-            })?;
-        let http_listener = match &self.config.http_addr {
-            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| RpcError::Io {
-                context: format!("binding the HTTP listener to {addr}"),
-                reason: format!("{e} (is another process using the port?)"),
-                source: Some(rpc_core::Cause::new(e)),
-            })?),
-            None => None,
-        };
-        let local_addr = listener
-            .local_addr()
-            .map_err(|e| RpcError::io("reading the bound address", e))?;
-        let services: Vec<&'static str> = self.router.service_names().collect();
-        let return_to_os = self.config.memory.return_to_os;
-        let ctx = Arc::new(ServerCtx::new(self.config, self.router, self.interceptors)?);
-        if return_to_os {
-            rpc_transport::allocator::mmap_large_blocks();
-        }
-        let tracker = TaskTracker::new();
-        let http_addr = match http_listener {
-            Some(l) => {
-                let a = l
-                    .local_addr()
-                    .map_err(|e| RpcError::io("reading the bound HTTP address", e))?;
-                tracker.spawn(crate::http::accept_loop(l, ctx.clone(), tracker.clone()));
-                info!(addr = %a, "brisk HTTP/JSON listening");
-                Some(a)
-            }
-            None => None,
-        };
-        let accept = tokio::spawn(accept_loop(
-            listener,
-            ctx.clone(),
-            tracker.clone(),
-            #[cfg(feature = "tls")]
-            tls,
-        ));
-        info!(addr = %local_addr, dispatch = %ctx.dispatcher.mode(), "brisk server listening");
-        let mut handle = ServerHandle {
-            local_addr,
-            http_addr,
-            ctx,
-            tracker,
-            accept: Some(accept),
-            registration: None,
-        };
-        // On failure the handle drops here, which stops the server again.
-        handle.registration =
-            crate::registration::register(&handle.ctx.config, self.registry, services, local_addr)
-                .await?;
-        Ok(handle)
-    }
-}
-
 /// Accepts connections until the server stops, admitting each through the
 /// connection limits (see `admission`): an admitted connection gets its own
 /// task, a refused one a short task that tells it why (see `refusal`).
-async fn accept_loop(
-    listener: TcpListener,
+pub(crate) async fn accept_loop(
+    listener: Listener,
     ctx: Arc<ServerCtx>,
     tracker: TaskTracker,
     #[cfg(feature = "tls")] tls: Option<rpc_transport::tls::TlsAcceptor>,
@@ -238,31 +56,42 @@ async fn accept_loop(
             r = listener.accept() => r,
         };
         match accepted {
-            Ok((stream, peer)) => {
+            Ok(accepted) => {
                 backoff = Duration::from_millis(1);
                 ctx.stats
                     .accepted_connections
                     .fetch_add(1, Ordering::Relaxed);
-                let ticket = match admission.admit(peer.ip(), Instant::now()) {
+                let ip = match &accepted {
+                    Accepted::Tcp(_, peer) => Some(peer.ip()),
+                    Accepted::Unix(..) => None,
+                };
+                let ticket = match admission.admit(ip, Instant::now()) {
                     Admit::Accepted(ticket) => ticket,
                     Admit::Refused(error) => {
+                        let peer = accepted.peer().label;
                         warn!(%peer, %error, "connection refused");
-                        refusals.refuse(stream, peer, error, &ctx.stop);
+                        match accepted {
+                            Accepted::Tcp(stream, _) => {
+                                refusals.refuse(stream, peer, error, &ctx.stop)
+                            }
+                            Accepted::Unix(stream, _) => {
+                                refusals.refuse(stream, peer, error, &ctx.stop)
+                            }
+                        }
                         continue;
                     }
                 };
                 #[cfg(feature = "tls")]
                 if let Some(acceptor) = &tls {
                     tracker.spawn(crate::connection::serve_tls_connection(
-                        stream,
-                        peer,
+                        accepted,
                         ctx.clone(),
                         acceptor.clone(),
                         ticket,
                     ));
                     continue;
                 }
-                tracker.spawn(serve_connection(stream, peer, ctx.clone(), ticket));
+                tracker.spawn(serve_connection(accepted, ctx.clone(), ticket));
             }
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -287,19 +116,29 @@ pub struct ShutdownReport {
 /// A running server. Dropping it closes every connection immediately; call
 /// [`shutdown`](ServerHandle::shutdown) for a graceful stop.
 pub struct ServerHandle {
-    local_addr: SocketAddr,
-    http_addr: Option<SocketAddr>,
-    ctx: Arc<ServerCtx>,
-    tracker: TaskTracker,
-    accept: Option<tokio::task::JoinHandle<()>>,
+    pub(crate) listen_addr: ListenAddr,
+    pub(crate) http_addr: Option<SocketAddr>,
+    pub(crate) ctx: Arc<ServerCtx>,
+    pub(crate) tracker: TaskTracker,
+    pub(crate) accept: Option<tokio::task::JoinHandle<()>>,
     /// Dropped with the handle: a registry lease then expires on its own.
-    registration: Option<Registration>,
+    pub(crate) registration: Option<Registration>,
 }
 
 impl ServerHandle {
-    /// The bound address (useful with port 0).
+    /// The bound TCP address (useful with port 0). A server on a Unix
+    /// socket has none and answers the unspecified `0.0.0.0:0`: use
+    /// [`listen_addr`](Self::listen_addr), which covers both.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.listen_addr
+            .tcp()
+            .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// Where the server listens, TCP or Unix; it prints as the address a
+    /// client connects to (`Client::builder().addr(server.listen_addr())`).
+    pub fn listen_addr(&self) -> &ListenAddr {
+        &self.listen_addr
     }
 
     /// The bound HTTP/JSON address, when `http_addr` is configured.
@@ -322,11 +161,11 @@ impl ServerHandle {
         &self.ctx.metrics
     }
 
-    /// Everything in the Prometheus text format (what `GET /metrics` serves).
+    /// Everything in the OpenMetrics text format (what `GET /metrics`
+    /// serves): brisk's series and those of the registry given to
+    /// [`metrics_registry`](crate::ServerBuilder::metrics_registry).
     pub fn metrics_text(&self) -> String {
-        self.ctx
-            .metrics
-            .render(&self.ctx.stats.snapshot(), self.pool_stats().as_ref())
+        crate::metrics::render(&self.ctx.registry)
     }
 
     /// The effective configuration.
@@ -352,7 +191,7 @@ impl ServerHandle {
     /// register them earlier, or to wait on more than signals).
     pub async fn shutdown_on_signals(self) -> ShutdownReport {
         let signal = StopSignals::install().wait().await;
-        info!(addr = %self.local_addr, %signal, "stop signal received: shutting down gracefully");
+        info!(addr = %self.listen_addr, %signal, "stop signal received: shutting down gracefully");
         self.shutdown().await
     }
 
@@ -386,7 +225,7 @@ impl ServerHandle {
             let _ =
                 tokio::task::spawn_blocking(move || pool.shutdown(Duration::from_secs(2))).await;
         }
-        info!(addr = %self.local_addr, drained, "brisk server stopped");
+        info!(addr = %self.listen_addr, drained, "brisk server stopped");
         ShutdownReport {
             drained,
             elapsed: start.elapsed(),

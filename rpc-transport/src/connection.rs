@@ -1,4 +1,5 @@
-//! [`Connection`]: the client side of one multiplexed TCP connection.
+//! [`Connection`]: the client side of one multiplexed connection (TCP or a
+//! Unix domain socket, either one plain or under TLS).
 //!
 //! Many calls share one connection. Each call takes a slot in the pending table
 //! **before** its frame is queued (a local server can answer before the write
@@ -39,21 +40,25 @@ use std::time::Duration;
 use rpc_codec::{Code, Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
 use rpc_core::{RpcError, WriteMode};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use crate::addr::Address;
 use crate::heartbeat::{self, Activity};
 use crate::pending::{self, PendingCalls};
+use crate::streams::{OpenStreams, StreamLink};
 use crate::writer::Offer;
 use crate::{ClientTransport, CloseSignal, FrameReader, FrameWriter, Inbound};
+use rpc_core::stream::{Credit, Inbox, RawStreaming, StreamPeer, StreamSink};
 
 /// State shared by a connection's handle and its reader task.
 #[derive(Debug)]
 struct Shared {
     peer: Arc<str>,
     pending: Arc<PendingCalls>,
+    streams: Arc<OpenStreams>,
     close: Arc<CloseSignal>,
 }
 
@@ -69,7 +74,9 @@ impl Shared {
                 self.pending.complete(id, Err(not_sent.clone()));
             }
         }
-        self.pending.fail_all(&self.close.error(&self.peer));
+        let err = self.close.error(&self.peer);
+        self.pending.fail_all(&err);
+        self.streams.fail_all(&err);
     }
 
     /// The error of a call that found the connection closed before it was
@@ -87,59 +94,115 @@ impl Shared {
 pub struct Connection {
     shared: Arc<Shared>,
     writer: FrameWriter,
+    /// This connection as its streams' peer.
+    link: Arc<StreamLink>,
     max_frame_size: usize,
 }
 
-/// Opens a connection to `addr` (`host:port`) within `client.connect_timeout`.
+/// Opens a connection to `addr` (`host:port`, or `unix:/path` for a Unix
+/// domain socket; see [`addr`](crate::addr)) within `client.connect_timeout`.
 pub async fn connect(addr: &str, client: &ClientTransport) -> Result<Arc<Connection>, RpcError> {
-    let stream = match tokio::time::timeout(client.connect_timeout, TcpStream::connect(addr)).await
-    {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
+    match Address::parse(addr) {
+        Address::Tcp(host_port) => {
+            let stream =
+                within_connect_timeout(addr, client, TcpStream::connect(host_port)).await?;
+            #[cfg(feature = "tls")]
+            if let Some(tls) = &client.tls {
+                if let Err(e) = stream.set_nodelay(client.shared.nodelay) {
+                    debug!(%addr, error = %e, "could not set TCP_NODELAY");
+                }
+                return over_tls(stream, addr, tls, client).await;
+            }
+            Connection::from_stream(stream, client)
+        }
+        Address::Unix(path) => {
+            let stream = within_connect_timeout(addr, client, connect_unix(path)).await?;
+            #[cfg(feature = "tls")]
+            if let Some(tls) = &client.tls {
+                return over_tls(stream, addr, tls, client).await;
+            }
+            let (read_half, write_half) = stream.into_split();
+            Ok(Connection::from_halves(
+                read_half,
+                write_half,
+                addr.into(),
+                client,
+            ))
+        }
+    }
+}
+
+/// Connects to the Unix socket at `path`. A full accept queue fails a Unix
+/// connect at once (`EAGAIN`) where TCP would wait for room, so that is
+/// tried again after a short pause; the connect timeout bounds the tries.
+async fn connect_unix(path: &std::path::Path) -> std::io::Result<UnixStream> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match UnixStream::connect(path).await {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
+}
+
+/// Awaits `connecting` within `client.connect_timeout`; a failure names `addr`.
+async fn within_connect_timeout<S>(
+    addr: &str,
+    client: &ClientTransport,
+    connecting: impl Future<Output = std::io::Result<S>>,
+) -> Result<S, RpcError> {
+    match tokio::time::timeout(client.connect_timeout, connecting).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(RpcError::Connect {
+            addr: addr.to_owned(),
+            reason: e.to_string(),
+            source: Some(rpc_core::Cause::new(e)),
+        }),
+        Err(_) => Err(RpcError::ConnectTimeout {
+            addr: addr.to_owned(),
+            timeout: client.connect_timeout,
+        }),
+    }
+}
+
+/// The TLS handshake on a connected `stream`, then the connection over it.
+#[cfg(feature = "tls")]
+async fn over_tls<S>(
+    stream: S,
+    addr: &str,
+    tls: &crate::tls::TlsConnector,
+    client: &ClientTransport,
+) -> Result<Arc<Connection>, RpcError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    // One deadline for the handshake too: a peer that never answers it
+    // (a plain TCP server, say) fails the connect instead of hanging it.
+    let handshake = tokio::time::timeout(client.connect_timeout, tls.connect(stream, addr));
+    let tls_stream = match handshake.await {
+        Ok(r) => r?,
+        Err(_) => {
+            let reason = format!(
+                "TLS handshake with {addr} failed: no answer within {:?} (is it a TLS server?)",
+                client.connect_timeout
+            );
             return Err(RpcError::Connect {
                 addr: addr.to_owned(),
-                reason: e.to_string(),
-                source: Some(rpc_core::Cause::new(e)),
-            })
-        }
-        Err(_) => {
-            return Err(RpcError::ConnectTimeout {
-                addr: addr.to_owned(),
-                timeout: client.connect_timeout,
-            })
+                reason,
+                source: None,
+            });
         }
     };
-    #[cfg(feature = "tls")]
-    if let Some(tls) = &client.tls {
-        if let Err(e) = stream.set_nodelay(client.shared.nodelay) {
-            debug!(%addr, error = %e, "could not set TCP_NODELAY");
-        }
-        // One deadline for the handshake too: a peer that never answers it
-        // (a plain TCP server, say) fails the connect instead of hanging it.
-        let handshake = tokio::time::timeout(client.connect_timeout, tls.connect(stream, addr));
-        let tls_stream = match handshake.await {
-            Ok(r) => r?,
-            Err(_) => {
-                let reason = format!(
-                    "TLS handshake with {addr} failed: no answer within {:?} (is it a TLS server?)",
-                    client.connect_timeout
-                );
-                return Err(RpcError::Connect {
-                    addr: addr.to_owned(),
-                    reason,
-                    source: None,
-                });
-            }
-        };
-        let (read_half, write_half) = tokio::io::split(tls_stream);
-        return Ok(Connection::from_halves(
-            read_half,
-            write_half,
-            addr.into(),
-            client,
-        ));
-    }
-    Connection::from_stream(stream, client)
+    let (read_half, write_half) = tokio::io::split(tls_stream);
+    Ok(Connection::from_halves(
+        read_half,
+        write_half,
+        addr.into(),
+        client,
+    ))
 }
 
 impl Connection {
@@ -183,9 +246,16 @@ impl Connection {
         );
         let pending = Arc::new(PendingCalls::new());
         pending::spawn_sweeper(pending.clone(), close.clone());
+        let streams = Arc::new(OpenStreams::default());
+        let link = Arc::new(StreamLink {
+            writer: writer.clone(),
+            streams: streams.clone(),
+            pending: pending.clone(),
+        });
         let shared = Arc::new(Shared {
             peer,
             pending,
+            streams,
             close: close.clone(),
         });
         let activity = Arc::new(Activity::default());
@@ -207,6 +277,7 @@ impl Connection {
         Arc::new(Connection {
             shared,
             writer,
+            link,
             max_frame_size: config.max_frame_size,
         })
     }
@@ -317,6 +388,59 @@ impl Connection {
         Ok(())
     }
 
+    /// Opens a streaming call with `frame` (a `StreamOpen`; its id and
+    /// timeout are set here): the server's items arrive in the returned
+    /// stream, within `spec.window` items of credit; with
+    /// `spec.client_streams` the caller's items go through the returned
+    /// sink, within the server's credit. Nothing here waits.
+    pub fn open_stream(
+        self: &Arc<Self>,
+        frame: &mut OutFrame,
+        spec: StreamSpec,
+    ) -> Result<OpenStream, RpcError> {
+        let size = frame.encoded_len();
+        if size > self.max_frame_size {
+            return Err(RpcError::FrameTooLarge {
+                size: size as u64,
+                max: self.max_frame_size as u64,
+            });
+        }
+        if self.shared.close.is_closed() {
+            return Err(self.shared.not_sent());
+        }
+        // The id's slot is held until the stream is over (`StreamLink`); a
+        // stream's deadline is its own (`RawStreaming`), not the sweeper's.
+        let id = self.shared.pending.insert(far_future());
+        frame.request_id = id;
+        frame.timeout_ms = spec
+            .timeout
+            .map_or(0, |t| t.as_millis().clamp(1, u32::MAX as u128) as u32);
+        let inbox = Arc::new(Inbox::new(spec.window));
+        let credit = spec.client_streams.then(Credit::new);
+        self.shared
+            .streams
+            .insert(id, inbox.clone(), credit.clone());
+        let link: Arc<dyn StreamPeer> = self.link.clone();
+        let items = RawStreaming::new(id, inbox.clone(), link.clone()).with_deadline(
+            spec.timeout
+                .and_then(|t| std::time::Instant::now().checked_add(t)),
+        );
+        // The open and the first grant go in one write.
+        let sent = self
+            .writer
+            .push(frame)
+            .and_then(|()| self.writer.push(&OutFrame::credit(id, inbox.window())));
+        // On an error `items` is dropped, which frees the slot.
+        sent?;
+        let sink = credit.map(|c| StreamSink::new(id, frame.serializer, c, link).end_on_drop());
+        Ok(OpenStream { items, sink })
+    }
+
+    /// Streams open on this connection.
+    pub fn open_streams(&self) -> usize {
+        self.shared.streams.len()
+    }
+
     /// True until the connection breaks or is closed.
     pub fn is_open(&self) -> bool {
         !self.shared.close.is_closed() && self.shared.close.write_error().is_none()
@@ -374,6 +498,32 @@ pub struct SendSpec {
     /// the frame (the server's view of the deadline) and is what a timeout
     /// error reports.
     pub timeout: Duration,
+}
+
+/// How a stream is opened: what [`Connection::open_stream`] needs beside
+/// the frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSpec {
+    /// Items of the server's flow the caller takes before it reads any.
+    pub window: u32,
+    /// Whether the caller sends a flow of its own.
+    pub client_streams: bool,
+    /// The whole stream's deadline, from now (`None`: none).
+    pub timeout: Option<Duration>,
+}
+
+/// A stream just opened.
+#[derive(Debug)]
+pub struct OpenStream {
+    /// The server's items.
+    pub items: RawStreaming,
+    /// Where the caller's items go (client and bidirectional streams).
+    pub sink: Option<StreamSink>,
+}
+
+/// A deadline no stream's id slot reaches (streams time themselves).
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(60 * 60 * 24 * 365 * 30)
 }
 
 /// What [`Connection::start`] did with a request.
@@ -515,6 +665,15 @@ async fn read_loop<R: AsyncRead + Unpin>(
                         if !shared.pending.complete(id, Ok(frame)) {
                             debug!(peer = %shared.peer, request_id = id,
                                 "response for a request that is no longer pending (timed out or cancelled): dropped");
+                        }
+                    }
+                    FrameKind::StreamData
+                    | FrameKind::StreamEnd
+                    | FrameKind::StreamError
+                    | FrameKind::Credit
+                    | FrameKind::Cancel => {
+                        if let Some(reply) = shared.streams.on_frame(frame) {
+                            let _ = writer.push(&reply);
                         }
                     }
                     FrameKind::Ping => {

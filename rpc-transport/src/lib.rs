@@ -1,7 +1,9 @@
-//! # rpc-transport: frames over TCP
+//! # rpc-transport: frames over TCP and Unix domain sockets
 //!
 //! This crate moves frames between two peers and nothing else. It owns:
 //!
+//! - [`addr`]: which addresses name TCP (`host:port`) and which a Unix
+//!   socket (`unix:/path`), and binding the latter;
 //! - [`FrameReader`]: reads frames through an [`AdaptiveReadBuffer`] that grows
 //!   under load and shrinks when idle (a fixed read size dips at large
 //!   payloads); reads a large frame into an allocation of its
@@ -19,6 +21,8 @@
 //!   by the reader, failed all at once when the connection breaks;
 //! - `pending`: the calls waiting on a connection and the one timer per
 //!   connection that times them out (no timer per call);
+//! - `streams`: the streaming calls open on a client connection, routed by
+//!   id, and the connection as their `StreamPeer`;
 //! - [`heartbeat`]: ping/pong and the idle timeout that closes dead peers;
 //! - `tls` (feature `tls`): rustls handshakes; a TLS stream is split with
 //!   `tokio::io::split`, plain TCP keeps `into_split`.
@@ -28,6 +32,7 @@
 
 #![warn(missing_docs)]
 
+pub mod addr;
 pub mod allocator;
 pub mod budget;
 pub mod close;
@@ -37,6 +42,7 @@ pub mod heartbeat;
 mod pending;
 pub mod read_buffer;
 pub mod reader;
+mod streams;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod writer;
@@ -44,7 +50,9 @@ pub mod writer;
 pub use budget::{FrameBudget, Reserved};
 pub use close::CloseSignal;
 pub use config::{ClientTransport, IoCounters, TransportConfig};
-pub use connection::{connect, Connection, PendingCall, SendSpec, Started, WriteWait};
+pub use connection::{
+    connect, Connection, OpenStream, PendingCall, SendSpec, Started, StreamSpec, WriteWait,
+};
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::{FrameReader, Inbound};
 pub use writer::{FrameWriter, Offer, WriteAck};

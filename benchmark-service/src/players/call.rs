@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, STREAM_ITEMS};
 use crate::store::Message;
 
 /// What a call brought back, for the engine to check.
@@ -20,11 +20,37 @@ pub enum Reply {
     Message(Message),
     /// `echo` answered with these bytes.
     Echo(Bytes),
+    /// `stream` or `pingpong` ended: what its items were.
+    Items(ItemTally),
+}
+
+/// What the items of one streaming call were, tallied as they arrive (a stream of 100 items is
+/// not kept; each item is compared with the payload that was asked for, then dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ItemTally {
+    /// Items received.
+    pub count: u64,
+    /// Items whose bytes were not the payload's (wrong length or content).
+    pub wrong: u64,
+    /// The length of the first wrong item, for the error text.
+    pub first_wrong_len: Option<usize>,
+}
+
+impl ItemTally {
+    /// Counts one received item, checked against `expected`.
+    pub fn add(&mut self, item: &[u8], expected: &[u8]) {
+        self.count += 1;
+        if item != expected {
+            self.wrong += 1;
+            self.first_wrong_len.get_or_insert(item.len());
+        }
+    }
 }
 
 impl Reply {
-    /// Checks the reply against the call that produced it: the record with the asked id, or the
-    /// echoed bytes of the asked length.
+    /// Checks the reply against the call that produced it: the record with the asked id, the
+    /// echoed bytes of the asked length, or exactly [`STREAM_ITEMS`] items each equal to the
+    /// payload.
     pub fn check(&self, scenario: Scenario, key: i64, payload: &Bytes) -> Result<(), CallError> {
         match (scenario, self) {
             (Scenario::Nth, Reply::Nothing) => Ok(()),
@@ -36,6 +62,25 @@ impl Reply {
                         "asked for record {key}, got record {}",
                         m.id
                     )))
+                }
+            }
+            (Scenario::Stream | Scenario::PingPong, Reply::Items(tally)) => {
+                let expected = u64::from(STREAM_ITEMS);
+                if tally.count != expected {
+                    Err(CallError::new(format!(
+                        "{scenario} returned {} items, not {expected}",
+                        tally.count
+                    )))
+                } else if tally.wrong > 0 {
+                    Err(CallError::new(format!(
+                        "{scenario}: {} of {} items were not the {} B payload (the first: {} B)",
+                        tally.wrong,
+                        tally.count,
+                        payload.len(),
+                        tally.first_wrong_len.unwrap_or(0)
+                    )))
+                } else {
+                    Ok(())
                 }
             }
             (Scenario::Echo, Reply::Echo(back)) => {

@@ -34,7 +34,7 @@ use super::stats::{RoundStats, BUCKET_COUNT, BUCKET_LABELS};
 pub struct SceneResult {
     /// Who ran: `"brisk"` (or a peer's name when importing its numbers).
     pub player: String,
-    /// The service action: `nth`, `cache`, `file`, `db`, `echo`.
+    /// The service action: `nth`, `cache`, `file`, `db`, `echo`, `stream`, `pingpong`.
     pub scenario: String,
     /// Number of concurrent callers.
     pub concurrency: u32,
@@ -54,7 +54,8 @@ pub struct SceneResult {
     pub queue: String,
     /// Serializer name.
     pub serializer: String,
-    /// Payload size in bytes (echo sweeps; 0 when not applicable).
+    /// Payload size in bytes (echo, and each item of `stream` / `pingpong`; 0 when not
+    /// applicable).
     pub payload: u64,
     /// Completed requests per second.
     pub tps: f64,

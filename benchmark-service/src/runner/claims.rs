@@ -2,7 +2,8 @@
 //!
 //! The runner states each seed's claims from what the plan varies and judges each from the rounds ([`judge`]): with players,
 //! "brisk beats every peer" at every point (and "within 1.1× of raw" where the raw ceiling
-//! ran); with brisk settings, the seed's own claims — fixed beats reused, async write lowers
+//! ran, and issue 19's "at least 2× every peer's messages/s" on the streaming scenarios); with
+//! brisk settings, the seed's own claims — fixed beats reused, async write lowers
 //! latency, the transfer queue lowers latency, direct beats pool dispatch, persistent
 //! connections beat one per call, msgpack beats json.
 
@@ -11,7 +12,13 @@ use std::fmt::Write as _;
 use crate::players::Player;
 use crate::report::{judge, Claim, Filter, Judgement, Metric, SceneResult};
 
-use super::plan::{ConnectKind, Plan, Scene};
+use super::plan::{ConnectKind, Plan, Scenario, Scene};
+
+/// Issue 19's goal on the streaming scenarios: brisk moves at least this many times the best
+/// peer's messages per second. Every player's call of a streaming scenario moves the same
+/// [`STREAM_ITEMS`](crate::scenario::STREAM_ITEMS) messages, so the ratio of messages/s is the
+/// ratio of calls/s, and the claim is judged on the rounds' TPS with a tolerance of 1 / 2.
+pub const STREAM_GOAL: f64 = 2.0;
 
 /// The options that make one comparison point of players.
 const POINT: [&str; 5] = [
@@ -156,6 +163,20 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
                     group_by: point_keys(plan, &POINT),
                     tolerance: 1.0,
                 });
+                if point.scenario.is_stream() {
+                    out.push(Claim {
+                        text: format!(
+                            "{who} ≥ {STREAM_GOAL}× every peer's messages/s on {}",
+                            point_text(point)
+                        ),
+                        metric: Metric::Tps,
+                        scope: point_scope(point),
+                        subject: Filter(subject.clone()),
+                        rivals: Filter::of(&[("player", &peers.join("|"))]),
+                        group_by: point_keys(plan, &POINT),
+                        tolerance: 1.0 / STREAM_GOAL,
+                    });
+                }
             }
             if ran_at(Player::Raw, point) {
                 out.push(Claim {
@@ -300,6 +321,11 @@ fn implied_by(option: &str, other: &str) -> bool {
     )
 }
 
+/// Whether a result's scenario is a streaming one.
+fn is_stream(scenario: &str) -> bool {
+    scenario.parse::<Scenario>().is_ok_and(Scenario::is_stream)
+}
+
 /// Judges every claim of `plan` over the results.
 pub fn judge_all(plan: &Plan, results: &[SceneResult]) -> Vec<Judgement> {
     claims(plan).iter().map(|c| judge(c, results)).collect()
@@ -315,8 +341,9 @@ pub fn verdict_lines(judgements: &[Judgement]) -> String {
 }
 
 /// Seed 004's framework table as Markdown: one row per player × call mode, one column per
-/// scenario × concurrency, each cell the median TPS; then a row per call mode with brisk's
-/// ratio to the best peer. `None` when the results hold a single player.
+/// scenario × concurrency, each cell the median TPS — for the streaming scenarios the median
+/// messages/s (calls/s × messages per call), said in the column's label; then a row per call
+/// mode with brisk's ratio to the best peer. `None` when the results hold a single player.
 pub fn framework_table(results: &[SceneResult]) -> Option<String> {
     let players = distinct(results.iter().map(|s| s.player.clone()));
     if players.len() < 2 {
@@ -330,6 +357,9 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
         }
         if several_counts {
             let _ = write!(label, " ×{} conn", s.connections);
+        }
+        if is_stream(&s.scenario) {
+            label.push_str(" msgs/s");
         }
         (
             s.scenario.clone(),
@@ -358,7 +388,10 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
                     && s.connections == col.3
                     && (player != "brisk" || Some(&s.dispatch) == brisk_dispatch.as_ref())
             })
-            .map(|s| s.tps)
+            .map(|s| match s.extra.get("msgs_per_s") {
+                Some(&msgs) if is_stream(&s.scenario) => msgs,
+                _ => s.tps,
+            })
     };
     let mut out = String::from("| player | mode |");
     for c in &columns {
@@ -449,6 +482,50 @@ mod tests {
         let table = framework_table(&results).unwrap();
         assert!(table.contains("| tonic | sync | 200 |"), "{table}");
         assert!(table.contains("**1.55×**"), "{table}");
+    }
+
+    #[test]
+    fn the_streams_preset_claims_twice_the_peers_messages_per_second() {
+        let plan = Preset::Streams.settings().resolve().unwrap();
+        let claims = claims(&plan);
+        // 2 scenarios × 2 load points × (beats every peer, ≥ 2× every peer).
+        assert_eq!(claims.len(), 8);
+        let twice: Vec<&Claim> = claims
+            .iter()
+            .filter(|c| c.text.contains("≥ 2× every peer's messages/s"))
+            .collect();
+        assert_eq!(twice.len(), 4);
+        assert_eq!(
+            twice[0].text,
+            "brisk ≥ 2× every peer's messages/s on stream sync c=1 1024 B ×1 conn"
+        );
+        assert!(twice[3].text.contains("pingpong sync c=10"));
+        let scene = |player: &str, tps: &[f64]| {
+            let mut s = result(player, "stream", 1, "sync", tps);
+            s.payload = 1024;
+            s.connections = 1;
+            s.extra.insert("msgs_per_s".into(), s.tps * 100.0);
+            s
+        };
+        let tonic = scene("tonic", &[100.0, 100.0, 100.0]);
+        let fast = [scene("brisk", &[250.0, 260.0, 240.0]), tonic.clone()];
+        let j = judge(twice[0], &fast);
+        assert_eq!((j.verdict, j.agreeing, j.compared), (Verdict::Holds, 3, 3));
+        assert!((j.ratio.unwrap() - 2.5).abs() < 1e-9);
+        // Faster, but not twice as fast: "beats" holds, "≥ 2×" does not.
+        let faster = [scene("brisk", &[150.0, 190.0, 210.0]), tonic];
+        let j = judge(twice[0], &faster);
+        assert_eq!((j.verdict, j.agreeing), (Verdict::Inconclusive, 1));
+        let beats = claims
+            .iter()
+            .find(|c| c.text == "brisk beats every peer on stream sync c=1 1024 B ×1 conn")
+            .unwrap();
+        assert_eq!(judge(beats, &faster).verdict, Verdict::Holds);
+        // The table shows messages/s for the streams, and says so.
+        let table = framework_table(&fast).unwrap();
+        assert!(table.contains("stream c=1 1024 B msgs/s"), "{table}");
+        assert!(table.contains("| brisk | sync | 25000 |"), "{table}");
+        assert!(table.contains("**2.50×**"), "{table}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::plan::{
     cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, Player, Preset, PresetFile,
     PresetFileError, Scenario, Settings,
 };
-use super::target::ServerSource;
+use super::target::{ServerSource, Transport};
 use super::{run, summary_table, write_results, OutFormat, RunOptions};
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -69,6 +69,9 @@ Presets (flags given beside a preset override it; results go to bench-results/<p
   keepalive      nth, a new connection per call vs persistent, c = 10, counted; then ab, ab -k and
                  wrk against the server's HTTP/JSON listener when installed (seed 001)
   smoke          every player and scenario, tiny counts, 1 round — an end-to-end check in seconds
+  streams        brisk vs tonic on stream (a server stream of 100 × 1 KiB) and pingpong (100
+                 round trips on a bidirectional stream), 1:1:1024 and 1:10:1024, 5 rounds;
+                 messages/s and the verdict brisk ≥ 2× tonic (issue 19)
 A preset is a TOML file (benchmark-service/presets/<name>.toml, compiled in); --preset-file PATH
 runs one of your own in the same format: a title and a [settings] table (players, scenarios,
 concurrency, payloads, call_modes, connect_types, configs, scene_secs, rounds, ...) whose values
@@ -100,6 +103,11 @@ pub struct ClientArgs {
     #[arg(long, conflicts_with = "addr")]
     pub in_process: bool,
 
+    /// What the brisk servers the client starts listen on: `tcp` (a free loopback port) or
+    /// `unix` (a Unix domain socket in the temp directory); peers stay on loopback TCP
+    #[arg(long, value_enum, default_value_t = Transport::Tcp, conflicts_with = "addr")]
+    pub transport: Transport,
+
     /// Discover the servers in this registry instead, e.g. `etcd://127.0.0.1:2379`, and spread
     /// the calls over every registered BenchmarkService server (needs brisk's `etcd` feature)
     #[arg(long, value_name = "URL", conflicts_with_all = ["addr", "in_process"])]
@@ -120,8 +128,9 @@ pub struct ClientArgs {
     pub preset_file: Option<PathBuf>,
 
     /// Frameworks under test, interleaved round by round: brisk, tarpc, tonic, volo, raw (echo
-    /// only) [default: brisk; jkrpc-matrix: brisk,tarpc,tonic,volo; peers, payload-sweep,
-    /// dubbo-report, smoke: all five]
+    /// only; tarpc and volo have no streams) [default: brisk; jkrpc-matrix:
+    /// brisk,tarpc,tonic,volo; streams: brisk,tonic; peers, payload-sweep, dubbo-report, smoke:
+    /// all five]
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<Player>)]
     pub players: Option<Vec<Player>>,
 
@@ -145,7 +154,9 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub configs: Option<Vec<LoadShape>>,
 
-    /// Scenarios: nth,cache,file,db,echo [default: nth]
+    /// Scenarios: nth,cache,file,db,echo; stream (a server stream of 100 items of --payload
+    /// bytes), pingpong (100 round trips on a bidirectional stream) — brisk and tonic only
+    /// [default: nth]
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<Scenario>)]
     pub scenario: Option<Vec<Scenario>>,
 
@@ -178,7 +189,8 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<SerializerKind>)]
     pub serializer: Option<Vec<SerializerKind>>,
 
-    /// Echo payload sizes in bytes, e.g. 1024,10k,100KiB [default: 1024]
+    /// Payload sizes in bytes (echo, and each item of the streams), e.g. 1024,10k,100KiB
+    /// [default: 1024]
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_bytes)]
     pub payload: Option<Vec<u64>>,
 
@@ -388,14 +400,17 @@ pub fn main(args: ClientArgs) -> ExitCode {
         )),
         (None, None, true) => ServerSource::InProcess {
             base: args.server_base(),
+            transport: args.transport,
         },
-        (None, None, false) => match ServerSource::spawn_current_exe(args.server_base()) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::FAILURE;
+        (None, None, false) => {
+            match ServerSource::spawn_current_exe(args.server_base(), args.transport) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
             }
-        },
+        }
     };
     let threads = args.client_threads.unwrap_or(cpus() as usize).max(1);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

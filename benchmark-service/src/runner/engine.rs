@@ -184,7 +184,7 @@ impl Variant {
         let client = PlayerClient::connect(scene.player, &setup, &options)
             .await
             .map_err(|e| RunError::Connect(format!("{}: {e}", scene.player)))?;
-        let payload = if scene.scenario == Scenario::Echo {
+        let payload = if scene.scenario.uses_payload() {
             Bytes::from(vec![b'x'; scene.payload as usize])
         } else {
             Bytes::new()
@@ -518,8 +518,17 @@ pub async fn run_point(
             match variant.round(plan).await {
                 Ok(sample) => {
                     if output.verbose {
+                        let messages = if variant.scene.scenario.is_stream() {
+                            format!(
+                                " ({:.0} msgs/s)",
+                                sample.stats.tps
+                                    * variant.scene.scenario.messages_per_call() as f64
+                            )
+                        } else {
+                            String::new()
+                        };
                         println!(
-                            "  round {round}/{} {} {}: TPS {:.0}, p50 {:.3} ms, p99 {:.3} ms{}",
+                            "  round {round}/{} {} {}: TPS {:.0}{messages}, p50 {:.3} ms, p99 {:.3} ms{}",
                             plan.rounds,
                             variant.scene.name(sample.stats.requests),
                             variant.scene.options(),

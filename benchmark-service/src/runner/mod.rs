@@ -46,7 +46,7 @@ pub use plan::{
     CallMode, ConnectKind, LoadShape, Plan, Player, Preset, Scenario, Scene, ServerChoice,
     ServerKey, Settings,
 };
-pub use target::{RunningServer, ServerSource};
+pub use target::{RunningServer, ServerSource, Transport};
 
 /// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -172,7 +172,7 @@ pub async fn run(options: &RunOptions) -> Result<RunOutcome, RunError> {
                     first.scenario,
                     first.call_mode,
                     first.concurrency,
-                    if first.scenario == Scenario::Echo {
+                    if first.scenario.uses_payload() {
                         format!(", {} B", first.payload)
                     } else {
                         String::new()
@@ -292,7 +292,8 @@ async fn probe_player(player: Player, addr: &str, timeout: Duration) -> Result<(
     result.map_err(|e| e.to_string())
 }
 
-/// A fixed-width table of all scenes: options that vary, TPS, latencies and errors.
+/// A fixed-width table of all scenes: options that vary, TPS (calls/s), latencies and errors;
+/// messages/s beside them when a streaming scene ran (a call of one moves many messages).
 pub fn summary_table(scenes: &[SceneResult]) -> String {
     let varies = |f: fn(&SceneResult) -> String| {
         let mut v: Vec<String> = scenes.iter().map(f).collect();
@@ -370,6 +371,10 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
             .into_iter()
             .filter(|(_, f)| scenes.iter().any(|s| !f(s).is_empty())),
     );
+    if scenes.iter().any(|s| s.extra.contains_key("msgs_per_s")) {
+        // The streams: a call moves `msgs_per_call` messages; TPS above counts calls.
+        cols.push(("msgs/s", |s| extra_fmt(s, "msgs_per_s", 0)));
+    }
     if scenes.iter().any(|s| s.extra.contains_key("mb_per_s")) {
         cols.push(("MB/s", |s| {
             s.extra

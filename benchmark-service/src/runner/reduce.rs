@@ -1,6 +1,13 @@
 //! A scene's rounds reduced to what the reports show: [`scene_result`] (medians, min–max,
-//! best-of-rounds, per-call CPU and segments, MB/s) and the lines printed for it
-//! ([`print_scene`], with [`dubbo_scene`] for the boxed Dubbo report).
+//! best-of-rounds, per-call CPU and segments, MB/s, and for the streaming scenarios messages/s)
+//! and the lines printed for it ([`print_scene`], with [`dubbo_scene`] for the boxed Dubbo
+//! report).
+//!
+//! A call of `stream` or `pingpong` moves [`STREAM_ITEMS`](crate::scenario::STREAM_ITEMS)
+//! messages, so for them the engine's per-call figures (TPS = calls/s, latency = a whole
+//! stream) come with `msgs_per_call` and `msgs_per_s` = calls/s × messages per call (its min–max
+//! over the rounds as `msgs_per_s_min` / `msgs_per_s_max`), in the `extra` figures that the
+//! JSON and CSV files carry (`extra_msgs_per_s`) and that the scene lines and the summary print.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +17,7 @@ use crate::report::{
     RoundFigures, RoundStats, SceneResult, TestEnvironment,
 };
 
-use super::plan::{Plan, Scenario, Scene};
+use super::plan::{Plan, Scene};
 use super::sample::Sample;
 
 /// A scene's rounds as one result: medians, spreads, best-of-rounds and per-call costs.
@@ -107,17 +114,27 @@ pub fn scene_result(
             );
         }
     }
-    if scene.scenario == Scenario::Echo {
+    if scene.scenario.uses_payload() {
         // Application payload both ways over the window (like the Dubbo report), in MB/s.
+        let bytes_per_call = scene.scenario.payload_bytes_per_call(scene.payload) as f64;
         extra(
             "mb_per_s",
             per_call(&|s| {
                 (s.stats.runtime_ms > 0.0).then(|| {
-                    scene.payload as f64 * 2.0 * s.stats.succeeded as f64 / 1e6 * 1000.0
-                        / s.stats.runtime_ms
+                    bytes_per_call * s.stats.succeeded as f64 / 1e6 * 1000.0 / s.stats.runtime_ms
                 })
             }),
         );
+    }
+    if scene.scenario.is_stream() {
+        // A call is a whole stream: messages/s is calls/s × the messages each moved.
+        let n = scene.scenario.messages_per_call() as f64;
+        extra("msgs_per_call", vec![n]);
+        extra("msgs_per_s", vec![median_round.tps * n]);
+        if let Some((lo, hi)) = spread(&tps) {
+            extra("msgs_per_s_min", vec![lo * n]);
+            extra("msgs_per_s_max", vec![hi * n]);
+        }
     }
     result
 }
@@ -157,6 +174,14 @@ pub fn print_scene(
         line.push_str(&format!("; {mb:.1} MB/s"));
     }
     println!("{line}");
+    if let (Some(msgs), Some(n)) = (x("msgs_per_s"), x("msgs_per_call")) {
+        println!(
+            "  messages/s {msgs:.0} ({n:.0} messages per call × {:.0} calls/s; {:.0}–{:.0} over the rounds)",
+            result.tps,
+            x("msgs_per_s_min").unwrap_or(msgs),
+            x("msgs_per_s_max").unwrap_or(msgs),
+        );
+    }
     for (what, n) in errors {
         println!("  errors: {n} × {what}");
     }

@@ -43,21 +43,40 @@ pub enum ServerSource {
         program: PathBuf,
         /// Server settings besides address, dispatch, queue (threads, db, data dir…).
         base: ServerArgs,
+        /// What brisk's servers listen on.
+        transport: Transport,
     },
     /// Start the server on the runner's own tokio runtime (shares the client's CPU).
     InProcess {
         /// Server settings besides address, dispatch and queue.
         base: ServerArgs,
+        /// What brisk's servers listen on.
+        transport: Transport,
     },
+}
+
+/// What the servers the runner starts for brisk listen on. Peers (tarpc, tonic, volo, raw)
+/// always listen on loopback TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Transport {
+    /// A free loopback TCP port.
+    #[default]
+    Tcp,
+    /// A Unix domain socket in the temp directory (`unix:/tmp/brisk-bench-<pid>-<n>.sock`).
+    Unix,
 }
 
 impl ServerSource {
     /// Spawn the current executable, which must handle `__serve` (see
     /// [`serve_main`](super::serve_main)).
-    pub fn spawn_current_exe(base: ServerArgs) -> Result<Self, RunError> {
+    pub fn spawn_current_exe(base: ServerArgs, transport: Transport) -> Result<Self, RunError> {
         let program = std::env::current_exe()
             .map_err(|e| RunError::Server(format!("cannot find the current executable: {e}")))?;
-        Ok(ServerSource::Spawn { program, base })
+        Ok(ServerSource::Spawn {
+            program,
+            base,
+            transport,
+        })
     }
 
     /// Whether the runner starts the server (so dispatch and queue are really applied).
@@ -71,7 +90,7 @@ impl ServerSource {
         let mut source = self.clone();
         match &mut source {
             ServerSource::Remote(_) => {}
-            ServerSource::Spawn { base, .. } | ServerSource::InProcess { base } => {
+            ServerSource::Spawn { base, .. } | ServerSource::InProcess { base, .. } => {
                 base.http_addr
                     .get_or_insert_with(|| "127.0.0.1:0".to_owned());
             }
@@ -80,11 +99,15 @@ impl ServerSource {
     }
 }
 
-/// The server args for one server on a free loopback port: brisk with its dispatch × queue (an
-/// HTTP address in `base` is kept), or a peer (no HTTP listener, brisk's flags unused).
-pub fn server_args(base: &ServerArgs, key: ServerKey) -> ServerArgs {
+/// The server args for one server on a free loopback port (or, for brisk over
+/// [`Transport::Unix`], a fresh socket path): brisk with its dispatch × queue (an HTTP address
+/// in `base` is kept), or a peer (no HTTP listener, brisk's flags unused).
+pub fn server_args(base: &ServerArgs, key: ServerKey, transport: Transport) -> ServerArgs {
     let mut args = base.clone();
-    args.addr = Some("127.0.0.1:0".to_owned());
+    args.addr = Some(match (transport, key.player) {
+        (Transport::Unix, Player::Brisk) => unix_socket_addr(),
+        _ => "127.0.0.1:0".to_owned(),
+    });
     if key.player != Player::Brisk {
         args.player = Some(key.player);
         args.http_addr = None;
@@ -96,6 +119,14 @@ pub fn server_args(base: &ServerArgs, key: ServerKey) -> ServerArgs {
         }
     }
     args
+}
+
+/// A socket path no server of this process used yet, in the temp directory.
+fn unix_socket_addr() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("brisk-bench-{}-{n}.sock", std::process::id()));
+    format!("unix:{}", path.display())
 }
 
 /// A spawned server process.
@@ -270,8 +301,12 @@ impl RunningServer {
                 pid: None,
                 inner: Inner::Remote,
             }),
-            ServerSource::Spawn { program, base } => {
-                let args = server_args(base, key);
+            ServerSource::Spawn {
+                program,
+                base,
+                transport,
+            } => {
+                let args = server_args(base, key, *transport);
                 let program = program.clone();
                 let (child, addrs) =
                     tokio::task::spawn_blocking(move || ChildServer::spawn(&program, &args))
@@ -286,8 +321,8 @@ impl RunningServer {
                     inner: Inner::Child(child),
                 })
             }
-            ServerSource::InProcess { base } if key.player != Player::Brisk => {
-                let args = server_args(base, key);
+            ServerSource::InProcess { base, transport } if key.player != Player::Brisk => {
+                let args = server_args(base, key, *transport);
                 let peer = server::start_peer(&args, key.player).await.map_err(|e| {
                     RunError::Server(format!(
                         "cannot start the in-process {} server: {e}",
@@ -301,8 +336,8 @@ impl RunningServer {
                     inner: Inner::InProcessPeer(peer),
                 })
             }
-            ServerSource::InProcess { base } => {
-                let args = server_args(base, key);
+            ServerSource::InProcess { base, transport } => {
+                let args = server_args(base, key, *transport);
                 let started = server::start(&args).await.map_err(|e| {
                     RunError::Server(format!("cannot start the in-process server: {e}"))
                 })?;

@@ -9,6 +9,8 @@
 use std::io::BufRead;
 use std::net::SocketAddr;
 
+use brisk::transport::addr::ListenAddr;
+
 use super::error::BenchError;
 
 /// The line the server prints once it accepts connections is this prefix followed by the bound
@@ -19,8 +21,9 @@ pub const LISTENING_PREFIX: &str = "LISTENING ";
 /// prefix followed by the bound HTTP address, e.g. `LISTENING_HTTP 127.0.0.1:40124`.
 pub const LISTENING_HTTP_PREFIX: &str = "LISTENING_HTTP ";
 
-/// The address in a `LISTENING <ip:port>` line, or `None` for any other line.
-pub fn parse_listening_line(line: &str) -> Option<SocketAddr> {
+/// The address in a `LISTENING <ip:port>` (or `LISTENING unix:<path>`) line, or `None` for
+/// any other line.
+pub fn parse_listening_line(line: &str) -> Option<ListenAddr> {
     line.trim_end()
         .strip_prefix(LISTENING_PREFIX)?
         .trim()
@@ -38,10 +41,10 @@ pub fn parse_listening_http_line(line: &str) -> Option<SocketAddr> {
 }
 
 /// The addresses a server process announced on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListeningAddrs {
-    /// The binary protocol's address (the `LISTENING` line).
-    pub addr: SocketAddr,
+    /// The binary protocol's address (the `LISTENING` line): TCP or a Unix socket.
+    pub addr: ListenAddr,
     /// The HTTP/JSON address (the `LISTENING_HTTP` line), when there was one.
     pub http_addr: Option<SocketAddr>,
 }
@@ -89,7 +92,7 @@ pub fn wait_for_listening_all(
 pub fn wait_for_listening(
     reader: &mut impl BufRead,
     mut on_line: impl FnMut(&str),
-) -> Result<SocketAddr, BenchError> {
+) -> Result<ListenAddr, BenchError> {
     let mut last = Vec::new();
     let mut line = String::new();
     loop {
@@ -124,6 +127,10 @@ mod tests {
         assert_eq!(
             parse_listening_line("LISTENING 127.0.0.1:9080\n"),
             Some("127.0.0.1:9080".parse().unwrap())
+        );
+        assert_eq!(
+            parse_listening_line("LISTENING unix:/tmp/b.sock\n"),
+            Some(ListenAddr::Unix("/tmp/b.sock".into()))
         );
         assert_eq!(parse_listening_line("  address 127.0.0.1:9080"), None);
         let mut out = std::io::Cursor::new(b"a\nb\nLISTENING [::1]:5\nafter\n".to_vec());

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use brisk::server::ShutdownReport;
+use brisk::transport::addr::ListenAddr;
 use brisk::{DispatchConfig, Server, ServerConfig, ServerHandle};
 use tracing::info;
 
@@ -37,9 +38,10 @@ pub struct StartedServer {
 }
 
 impl StartedServer {
-    /// The bound address (the real port when the config said 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.handle.local_addr()
+    /// Where it listens: the bound TCP address (the real port when the config said 0), or
+    /// its Unix socket.
+    pub fn local_addr(&self) -> ListenAddr {
+        self.handle.listen_addr().clone()
     }
 
     /// The bound HTTP/JSON address, when an HTTP listener is configured.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use benchmark_service::runner::{RunOutcome, ServerSource};
+use benchmark_service::runner::{RunOutcome, ServerSource, Transport};
 use benchmark_service::server::ServerArgs;
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -33,6 +33,7 @@ impl TempDir {
                 max_threads: Some(8),
                 ..ServerArgs::default()
             },
+            transport: Transport::Tcp,
         }
     }
 }

@@ -189,6 +189,7 @@ mod tests {
             service: "S",
             method: "m",
             index: 0,
+            kind: rpc_core::MethodKind::Unary,
             metrics: MethodMetrics::default(),
         }
     }

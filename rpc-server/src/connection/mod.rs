@@ -19,6 +19,15 @@
 //! this task and on the pool together), and while the server's
 //! `memory.frame_budget` has no room for its next large frame.
 //!
+//! # Streams
+//!
+//! A stream's open starts a task of its own (`stream::ConnStreams`); its
+//! caller's items and credit are routed to it by id, and the frames it
+//! queues are moved into the outbox each turn — after the turn's requests
+//! were read, and only while the outbox has room, so a stream that never
+//! waits takes turns with the unary calls beside it instead of keeping the
+//! outbox full. Open streams count as calls in progress.
+//!
 //! A request over `max_frame_size` is answered `FrameTooLarge` from its header
 //! alone and its bytes are skipped: the other calls on the connection go on.
 //!
@@ -72,7 +81,6 @@ mod live;
 mod on_frame;
 mod stop_watch;
 
-use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::Poll;
@@ -85,79 +93,103 @@ use rpc_core::RpcError;
 use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, Inbound, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tracing::{debug, warn};
 
 use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
 use crate::dispatch::{start_call, InFlight};
+use crate::listener::{Accepted, Peer};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
+use crate::stream::ConnStreams;
 use live::LiveCalls;
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
 
-/// Serves a plain TCP connection (split with `into_split`, the fast path);
-/// `ticket` is its place in the admission table, held until the task ends.
-pub(crate) async fn serve_connection(
-    stream: TcpStream,
-    peer_addr: SocketAddr,
-    ctx: Arc<ServerCtx>,
-    ticket: Ticket,
-) {
-    if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
-        debug!(peer = %peer_addr, error = %e, "could not set TCP_NODELAY");
+/// Serves a plain connection, TCP or Unix (split with `into_split`, the
+/// fast path); `ticket` is its place in the admission table, held until the
+/// task ends.
+pub(crate) async fn serve_connection(accepted: Accepted, ctx: Arc<ServerCtx>, ticket: Ticket) {
+    let peer = accepted.peer();
+    match accepted {
+        Accepted::Tcp(stream, _) => {
+            if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
+                debug!(peer = %peer.label, error = %e, "could not set TCP_NODELAY");
+            }
+            let (read_half, write_half) = stream.into_split();
+            serve_halves(read_half, write_half, peer, ctx, ticket).await
+        }
+        Accepted::Unix(stream, _) => {
+            let (read_half, write_half) = stream.into_split();
+            serve_halves(read_half, write_half, peer, ctx, ticket).await
+        }
     }
-    let (read_half, write_half) = stream.into_split();
-    serve_halves(read_half, write_half, peer_addr, ctx, ticket).await
 }
 
 /// How long a client gets to complete the TLS handshake.
 #[cfg(feature = "tls")]
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves a TLS connection: handshake (bounded by a timeout; a failure closes
-/// only this connection), then the same loop over `tokio::io::split` halves.
-/// A connection evicted during its handshake is dropped (it cannot be told
-/// why before the handshake).
+/// Serves a TLS connection, over TCP or Unix: handshake (bounded by a
+/// timeout; a failure closes only this connection), then the same loop over
+/// `tokio::io::split` halves. A connection evicted during its handshake is
+/// dropped (it cannot be told why before the handshake).
 #[cfg(feature = "tls")]
 pub(crate) async fn serve_tls_connection(
-    stream: TcpStream,
-    peer_addr: SocketAddr,
+    accepted: Accepted,
     ctx: Arc<ServerCtx>,
     acceptor: rpc_transport::tls::TlsAcceptor,
     ticket: Ticket,
 ) {
-    if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
-        debug!(peer = %peer_addr, error = %e, "could not set TCP_NODELAY");
+    let peer = accepted.peer();
+    match accepted {
+        Accepted::Tcp(stream, _) => {
+            if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
+                debug!(peer = %peer.label, error = %e, "could not set TCP_NODELAY");
+            }
+            serve_over_tls(stream, peer, ctx, acceptor, ticket).await
+        }
+        Accepted::Unix(stream, _) => serve_over_tls(stream, peer, ctx, acceptor, ticket).await,
     }
-    let peer = peer_addr.to_string();
-    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream, &peer));
+}
+
+#[cfg(feature = "tls")]
+async fn serve_over_tls<S>(
+    stream: S,
+    peer: Peer,
+    ctx: Arc<ServerCtx>,
+    acceptor: rpc_transport::tls::TlsAcceptor,
+    ticket: Ticket,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let label = peer.label.clone();
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream, &label));
     let tls_stream = tokio::select! {
         r = handshake => match r {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
-                warn!(%peer, error = %e, "closing connection");
+                warn!(peer = %label, error = %e, "closing connection");
                 return;
             }
             Err(_) => {
-                warn!(%peer, timeout = ?TLS_HANDSHAKE_TIMEOUT, "TLS handshake timed out: connection closed");
+                warn!(peer = %label, timeout = ?TLS_HANDSHAKE_TIMEOUT, "TLS handshake timed out: connection closed");
                 return;
             }
         },
         _ = ctx.stop.forced() => return,
         _ = ticket.eviction().closed() => {
-            warn!(%peer, "evicted during its TLS handshake: connection closed");
+            warn!(peer = %label, "evicted during its TLS handshake: connection closed");
             return;
         }
     };
     let (read_half, write_half) = tokio::io::split(tls_stream);
-    serve_halves(read_half, write_half, peer_addr, ctx, ticket).await
+    serve_halves(read_half, write_half, peer, ctx, ticket).await
 }
 
 async fn serve_halves<R, W>(
     read_half: R,
     write_half: W,
-    peer_addr: SocketAddr,
+    peer_addr: Peer,
     ctx: Arc<ServerCtx>,
     ticket: Ticket,
 ) where
@@ -165,7 +197,7 @@ async fn serve_halves<R, W>(
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let transport = &ctx.config.transport;
-    let peer: Arc<str> = peer_addr.to_string().into();
+    let peer: Arc<str> = peer_addr.label;
     let close = Arc::new(CloseSignal::new());
     let mut outbox = Outbox::new(write_half, transport, ctx.metrics.io.clone());
     let activity = Arc::new(Activity::default());
@@ -194,8 +226,13 @@ async fn serve_halves<R, W>(
     let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
 
     let in_flight = Arc::new(InFlight::default());
-    // Calls in progress, on this task and on the pool.
-    let calls = || in_flight.get() + pooled.map_or(0, |p| p.in_flight());
+    // Streaming calls, each on a task of its own; their frames come back
+    // through the table's queue.
+    let mut streams = ConnStreams::new(ctx.config.streams.clone());
+    // Calls in progress, on this task and on the pool, and streams open.
+    let calls = |streams: &ConnStreams| {
+        in_flight.get() + pooled.map_or(0, |p| p.in_flight()) + streams.len()
+    };
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
     // Calls that may still end early, and the one timer of their deadlines
@@ -260,7 +297,7 @@ async fn serve_halves<R, W>(
                 answer_expired(&ctx, call, &mut outbox);
             }
         }
-        while calls() < max_in_flight && outbox.has_room() {
+        while calls(&streams) < max_in_flight && outbox.has_room() {
             let (frame, reserved) = match next_frame.take() {
                 Some(next) => next,
                 None => match reader.try_next_buffered() {
@@ -281,12 +318,12 @@ async fn serve_halves<R, W>(
             let conn = Conn {
                 ctx: &ctx,
                 pool_lane: pool_lane.as_ref(),
-                peer: peer_addr,
+                peer: peer_addr.addr,
                 stopping,
                 evicted: evicted.as_ref(),
             };
             let Some((mut call, req)) =
-                conn.on_frame(frame, reserved, clock, &mut outbox, &mut live)
+                conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams)
             else {
                 continue;
             };
@@ -319,6 +356,9 @@ async fn serve_halves<R, W>(
         if let Some(pooled) = pooled {
             outbox.take_pooled(pooled);
         }
+        if !streams.is_idle() {
+            streams.write_into(&mut outbox);
+        }
         // Re-arm the deadline timer when the earliest deadline moved earlier.
         if let Some(next) = live.next_deadline() {
             if armed.is_none_or(|at| next < at) {
@@ -328,7 +368,7 @@ async fn serve_halves<R, W>(
                 armed = Some(next);
             }
         }
-        call_activity.after_batch(called, calls() > 0, clock);
+        call_activity.after_batch(called, calls(&streams) > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
         if let Err(e) = outbox.write_now().await {
@@ -336,11 +376,11 @@ async fn serve_halves<R, W>(
             break;
         }
 
-        if stopping && calls() == 0 && next_frame.is_none() {
+        if stopping && calls(&streams) == 0 && next_frame.is_none() {
             drained = true;
             break;
         }
-        let can_read = calls() < max_in_flight && outbox.has_room();
+        let can_read = calls(&streams) < max_in_flight && outbox.has_room();
         // Hot branches first: the waiters below are polled (a lock each) only
         // when the read has to wait. A close is also noticed through one atomic
         // load per turn.
@@ -384,6 +424,12 @@ async fn serve_halves<R, W>(
                     }
                 }
             }
+            // Only while the outbox has room: frames waiting in the streams'
+            // backlog make this ready at once, and with a full outbox the
+            // branch above (the socket taking bytes) is what must come first.
+            _ = std::future::poll_fn(|cx| streams.poll_news(cx)), if !streams.is_idle() && outbox.has_room() => {
+                streams.write_into(&mut outbox);
+            }
             _ = pool_news(pooled) => {
                 if let Some(pooled) = pooled {
                     outbox.take_pooled(pooled);
@@ -423,11 +469,14 @@ async fn serve_halves<R, W>(
     // Calls still running here are abandoned (a forced stop, a broken
     // connection): the server may have run them, so the client must not be
     // told "not run" (`TooManyConnections`) for them.
-    let abandoned = calls() > 0;
+    let abandoned = calls(&streams) > 0;
     // Whatever still runs has nobody to answer: handlers that look see
     // their context cancelled.
     live.cancel_all();
     drop(direct);
+    // Streams too; what they queued before still goes out.
+    streams.drain_into(&mut outbox);
+    streams.close_all("the connection closed");
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
     if let Some(pooled) = pooled {

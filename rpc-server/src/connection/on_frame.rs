@@ -25,6 +25,7 @@ use crate::dispatch::{deadline_error, finish_call, PoolJob, Reply};
 use crate::pool::WorkerPool;
 use crate::reply::{Outbox, PoolAnswers, ReplyTo};
 use crate::router::RouteEntry;
+use crate::stream::ConnStreams;
 
 /// Answers a request whose header announced more than `max` bytes with
 /// `FrameTooLarge` (the reader skips its bytes); other kinds are only logged.
@@ -131,21 +132,27 @@ pub(super) struct PoolLane<'a> {
 pub(super) struct Conn<'a, 'b> {
     pub(super) ctx: &'a Arc<ServerCtx>,
     pub(super) pool_lane: Option<&'b PoolLane<'a>>,
-    pub(super) peer: SocketAddr,
+    /// The peer's address; none on a Unix socket.
+    pub(super) peer: Option<SocketAddr>,
     pub(super) stopping: bool,
     /// Set when the connection was evicted: what new requests are answered.
     pub(super) evicted: Option<&'b RpcError>,
 }
 
 impl<'a> Conn<'a, '_> {
+    /// Refuses a request (or a stream's open, answered as the stream's end).
     fn reply_error<W: AsyncWrite + Unpin>(
         &self,
         reply_to: ReplyTo,
+        stream: bool,
         err: RpcError,
         answers: &mut Outbox<W>,
     ) {
         self.ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-        answers.push(reply_to.error(&err));
+        answers.push(match stream {
+            false => reply_to.error(&err),
+            true => reply_to.stream_error(&err),
+        });
     }
 
     /// Handles one frame (received at `received`); returns a call for the
@@ -158,10 +165,18 @@ impl<'a> Conn<'a, '_> {
         received: Instant,
         answers: &mut Outbox<W>,
         live: &mut LiveCalls<'a>,
+        streams: &mut ConnStreams,
     ) -> Option<(DirectCall<'a>, RpcRequest)> {
         let id = frame.header.request_id;
         match frame.header.kind {
-            FrameKind::Request => {}
+            FrameKind::Request | FrameKind::StreamOpen => {}
+            FrameKind::StreamData
+            | FrameKind::StreamEnd
+            | FrameKind::StreamError
+            | FrameKind::Credit => {
+                streams.on_frame(frame);
+                return None;
+            }
             FrameKind::Ping => {
                 answers.push(OutFrame::control(FrameKind::Pong, id));
                 return None;
@@ -170,29 +185,32 @@ impl<'a> Conn<'a, '_> {
             FrameKind::Cancel => {
                 // A call not running has ended already (or never was):
                 // nothing to do. One that is ends here, unanswered.
-                if let Some(call) = live.cancel(id) {
-                    trace!(peer = %self.peer, request_id = id, "call cancelled by the client");
+                if streams.cancel(id) {
+                    trace!(peer = ?self.peer, request_id = id, "stream cancelled by the client");
+                } else if let Some(call) = live.cancel(id) {
+                    trace!(peer = ?self.peer, request_id = id, "call cancelled by the client");
                     call.route.metrics.record_cancelled();
                 }
                 return None;
             }
             FrameKind::Response => {
-                warn!(peer = %self.peer, request_id = id, "a client sent a response frame: ignored");
+                warn!(peer = ?self.peer, request_id = id, "a client sent a response frame: ignored");
                 return None;
             }
         }
         self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
         let reply_to = ReplyTo::of(&frame.header);
+        let stream = frame.header.kind == FrameKind::StreamOpen;
         let serializer = match SerializerKind::from_id(reply_to.serializer) {
             Ok(s) => s,
             Err(e) => {
-                self.reply_error(reply_to, e, answers);
+                self.reply_error(reply_to, stream, e, answers);
                 return None;
             }
         };
         if self.stopping {
             let refusal = self.evicted.cloned().unwrap_or(RpcError::ShuttingDown);
-            self.reply_error(reply_to, refusal, answers);
+            self.reply_error(reply_to, stream, refusal, answers);
             return None;
         }
         let ctx: &'a ServerCtx = self.ctx;
@@ -202,25 +220,45 @@ impl<'a> Conn<'a, '_> {
         {
             Ok(r) => r,
             Err(e) => {
-                self.reply_error(reply_to, e, answers);
+                self.reply_error(reply_to, stream, e, answers);
                 return None;
             }
         };
+        if route.kind.is_stream() != stream {
+            let how = match stream {
+                true => "unary: call it, do not open a stream",
+                false => "a streaming method: open it as a stream",
+            };
+            let err = RpcError::Status(rpc_core::Status::new(
+                rpc_core::Code::Unimplemented,
+                format!("{}.{} is {how}", route.service, route.method),
+            ));
+            self.reply_error(reply_to, stream, err, answers);
+            return None;
+        }
         let timeout_ms = frame.header.timeout_ms;
         let deadline = (timeout_ms > 0).then(|| {
             let timeout = Duration::from_millis(timeout_ms as u64);
             (received + timeout, timeout)
         });
-        let cx = Context::new(id, serializer)
+        let mut cx = Context::new(id, serializer)
             .with_metadata(frame.meta.metadata)
-            .with_peer(self.peer)
             .with_deadline(deadline.map(|(at, _)| at));
+        if let Some(peer) = self.peer {
+            cx = cx.with_peer(peer);
+        }
         let req = RpcRequest {
             service: Cow::Borrowed(route.service),
             method: Cow::Borrowed(route.method),
             body: frame.body,
             cx,
         };
+        if stream {
+            if let Err(e) = streams.start(self.ctx, route.clone(), req, reply_to.serializer) {
+                self.reply_error(reply_to, stream, e, answers);
+            }
+            return None;
+        }
         match self.pool_lane {
             Some(lane) => {
                 let cancel = req.cx.cancellation().clone();

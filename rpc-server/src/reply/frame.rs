@@ -48,6 +48,12 @@ impl ReplyTo {
     pub fn error(self, err: &RpcError) -> OutFrame {
         OutFrame::error(self.id, self.serializer, err)
     }
+
+    /// The error frame for `err` when the request opened a stream: the
+    /// stream's end, with its status.
+    pub fn stream_error(self, err: &RpcError) -> OutFrame {
+        OutFrame::stream_end(self.id, self.serializer, &Err(rpc_core::Status::from(err)))
+    }
 }
 
 /// Encodes an answer frame at the end of `buf`. An answer too large for the

@@ -65,6 +65,9 @@ pub(crate) struct Outbox<W> {
     budget_stall: Duration,
     /// Bytes at the front of `buf` already written.
     written: usize,
+    /// Every byte is written, but the stream still holds some until a flush
+    /// completes (TLS over a full socket; a plain socket never does).
+    unflushed: bool,
     max_frame: usize,
     max_batch: usize,
     counters: Arc<IoCounters>,
@@ -80,6 +83,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             held_progress: None,
             budget_stall: BUDGET_STALL.min(transport.idle_timeout / 2),
             written: 0,
+            unflushed: false,
             max_frame: transport.max_frame_size,
             max_batch: transport.max_batch_bytes.max(1),
             counters,
@@ -127,7 +131,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     /// outbox (when the outbox is empty, the two buffers trade places).
     #[inline]
     pub fn take_pooled(&mut self, pooled: &PoolAnswers) {
-        if self.is_empty() {
+        if self.all_written() {
             self.buf.clear();
             self.written = 0;
         }
@@ -140,6 +144,13 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
 
     #[inline]
     pub fn is_empty(&self) -> bool {
+        self.all_written() && !self.unflushed
+    }
+
+    /// Whether `buf` has been handed to the stream entirely (it may still
+    /// need a flush).
+    #[inline]
+    fn all_written(&self) -> bool {
         self.written == self.buf.len()
     }
 
@@ -153,7 +164,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     /// Writes until the outbox is empty or the socket would block.
     #[inline]
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), String>> {
-        while !self.is_empty() {
+        while !self.all_written() {
             match Pin::new(&mut self.io).poll_write(cx, &self.buf[self.written..]) {
                 Poll::Ready(Ok(0)) => {
                     return Poll::Ready(Err("write failed: the socket accepted no bytes".into()))
@@ -169,11 +180,16 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
                 Poll::Pending => return Poll::Pending,
             }
         }
-        // Everything written; TLS may still hold bytes until flushed.
+        // Everything written; TLS may still hold bytes until flushed, and
+        // until then the outbox is not empty: the connection must come back
+        // to flush it, or the end of its answers would wait for the next.
         match Pin::new(&mut self.io).poll_flush(cx) {
             Poll::Ready(Err(e)) => return Poll::Ready(Err(format!("flush failed: {e}"))),
-            Poll::Ready(Ok(())) => {}
-            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(())) => self.unflushed = false,
+            Poll::Pending => {
+                self.unflushed = true;
+                return Poll::Pending;
+            }
         }
         if self.buf.capacity() > 4 * self.max_batch {
             self.buf = BytesMut::new();
@@ -279,5 +295,57 @@ mod tests {
         assert!(outbox.has_room());
         let mut sink = vec![0u8; 1 << 16];
         assert!(client.read(&mut sink).await.unwrap() > 400);
+    }
+
+    /// Takes every byte at once but, like TLS over a full socket, holds them
+    /// until a flush completes — and the first flush cannot.
+    #[derive(Default)]
+    struct HoldsUntilFlushed {
+        held: Vec<u8>,
+        flushed: Vec<u8>,
+        flush_attempts: usize,
+    }
+
+    impl AsyncWrite for HoldsUntilFlushed {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.held.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            self.flush_attempts += 1;
+            if self.flush_attempts == 1 {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let held = std::mem::take(&mut self.held);
+            self.flushed.extend_from_slice(&held);
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_outbox_whose_flush_is_pending_is_not_empty() {
+        let io = HoldsUntilFlushed::default();
+        let mut outbox = Outbox::new(io, &transport(1 << 16), Arc::new(IoCounters::default()));
+        outbox.push(answer(1, 40));
+        outbox.write_now().await.unwrap();
+        assert!(
+            !outbox.is_empty(),
+            "written but not flushed: the connection must come back for it"
+        );
+        assert!(outbox.io.flushed.is_empty());
+        outbox.writable().await.unwrap();
+        assert!(outbox.is_empty());
+        assert!(outbox.io.held.is_empty());
+        assert!(!outbox.io.flushed.is_empty(), "the answer went out");
     }
 }

@@ -112,6 +112,16 @@ struct Shared {
 impl Shared {
     /// Encodes `frame` into the buffer if it has room (and queues `ack` with it).
     fn offer(&self, frame: &OutFrame, ack: &mut Option<WriteAck>) -> Result<Offer, RpcError> {
+        self.offer_within(frame, ack, true)
+    }
+
+    /// [`offer`](Self::offer), past the buffer's bounds when `bounded` is false.
+    fn offer_within(
+        &self,
+        frame: &OutFrame,
+        ack: &mut Option<WriteAck>,
+        bounded: bool,
+    ) -> Result<Offer, RpcError> {
         let writer = {
             let mut q = self.queue.lock();
             if q.stopped {
@@ -120,8 +130,9 @@ impl Shared {
             }
             // Full at `capacity` frames, or at the byte high-water mark (a
             // frame larger than that alone is still taken into an empty buffer).
-            if q.frames >= self.capacity
-                || (q.frames > 0 && q.buf.len() + frame.encoded_len() > self.high_water)
+            if bounded
+                && (q.frames >= self.capacity
+                    || (q.frames > 0 && q.buf.len() + frame.encoded_len() > self.high_water))
             {
                 // A full buffer gathers nothing more: no call should choose
                 // this connection to join its batch (reset when it is taken).
@@ -272,6 +283,17 @@ impl FrameWriter {
             space.await;
             shared.waiters.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    /// Queues `frame` now, past the buffer's bounds if need be: for the
+    /// frames of streams, which are bounded by their credit instead (a data
+    /// frame is only sent with credit in hand, a control frame answers data),
+    /// and must not be lost to a full buffer — a lost credit grant would
+    /// stall its stream for good.
+    pub fn push(&self, frame: &OutFrame) -> Result<(), RpcError> {
+        self.shared()
+            .offer_within(frame, &mut None, false)
+            .map(|_| ())
     }
 
     /// Queues `frame` if there is room now (heartbeats, best-effort frames).
@@ -436,7 +458,14 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
     /// Writes batches until every handle is gone (Ok) or a write fails (Err).
     async fn write_loop(&mut self) -> Result<(), String> {
         while self.take_batch().await {
-            if let Err(e) = self.io.write_all(&self.spare).await {
+            // The flush matters under TLS: rustls may still hold the end of
+            // the batch when the socket was full, and would keep it until the
+            // next write (a plain socket's flush does nothing).
+            let written = match self.io.write_all(&self.spare).await {
+                Ok(()) => self.io.flush().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = written {
                 let reason = format!("write failed: {e}");
                 for ack in self.acks.drain(..) {
                     let _ = ack.send(Err(RpcError::Write {

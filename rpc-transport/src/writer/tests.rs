@@ -225,3 +225,68 @@ async fn dropping_every_handle_flushes_then_shuts_down() {
     close.closed().await;
     assert!(close.reason().contains("every handle was dropped"));
 }
+
+/// Takes every byte at once but, like TLS over a full socket, holds them
+/// until a flush completes — and the first flush cannot.
+struct HoldsUntilFlushed {
+    held: Vec<u8>,
+    flushed: Arc<parking_lot::Mutex<Vec<u8>>>,
+    flush_attempts: usize,
+}
+
+impl AsyncWrite for HoldsUntilFlushed {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.held.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.flush_attempts += 1;
+        if self.flush_attempts == 1 {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        let held = std::mem::take(&mut self.held);
+        self.flushed.lock().extend_from_slice(&held);
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn a_batch_is_flushed_and_its_sync_ack_waits_for_the_flush() {
+    let flushed = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let io = HoldsUntilFlushed {
+        held: Vec::new(),
+        flushed: flushed.clone(),
+        flush_attempts: 0,
+    };
+    let close = Arc::new(CloseSignal::new());
+    let writer = spawn(io, 16, close.clone(), "test");
+    let (ack, acked) = oneshot::channel();
+    writer
+        .send(&OutFrame::control(FrameKind::Ping, 1), Some(ack))
+        .await
+        .unwrap();
+    acked.await.unwrap().unwrap();
+    let len = OutFrame::control(FrameKind::Ping, 0).encoded_len();
+    assert_eq!(
+        flushed.lock().len(),
+        len,
+        "acknowledged once flushed, not before"
+    );
+    close.close("test over");
+}

@@ -100,7 +100,7 @@ figcaption{font-size:11px;color:#777;text-align:center}\
 .scroll{overflow-x:auto}";
 
 /// The scene table's column headings, in order.
-const TABLE_COLUMNS: [&str; 28] = [
+const TABLE_COLUMNS: [&str; 29] = [
     "scene",
     "player",
     "scenario",
@@ -117,6 +117,7 @@ const TABLE_COLUMNS: [&str; 28] = [
     "TPS",
     "TPS min–max",
     "best TPS",
+    "msgs/s",
     "avg ms",
     "p50 ms",
     "p90 ms",
@@ -223,6 +224,10 @@ fn push_scene_row(h: &mut String, s: &SceneResult) {
             _ => String::new(),
         }),
         num(x("tps_best").map(|v| format!("{v:.0}")).unwrap_or_default()),
+        // The streams: calls/s × the messages each call moved (empty for unary scenes).
+        num(x("msgs_per_s")
+            .map(|v| format!("{v:.0}"))
+            .unwrap_or_default()),
         num(fmt_ms(s.avg_ms)),
         num(fmt_ms(s.p50_ms)),
         num(fmt_ms(s.p90_ms)),

@@ -3,7 +3,8 @@
 //! What [`write_all`] leaves in `dir`:
 //! - `results.json` — the [`SceneResult`]s as a pretty JSON array (lossless, re-loadable);
 //! - `results.csv` — one row per scene for spreadsheets ([`csv_string`]);
-//! - per *matrix* (the scenes of one scenario and call mode) a TPS chart and a p99 chart,
+//! - per *matrix* (the scenes of one scenario and call mode) a TPS chart (messages/s for the
+//!   streaming scenarios) and a p99 chart,
 //!   `<scenario>-<call_mode>-<compare_by>-tps.svg` and `…-p99.svg`, one series per value
 //!   of the compared option, x = concurrency unless asked otherwise ([`svg_chart`]);
 //! - `report.html` — the header, the notes, a table of all scenes and the same SVGs
@@ -116,7 +117,23 @@ pub fn write_charts_and_html_with_x(
     let mut sections = Vec::with_capacity(matrices.len());
     for m in &matrices {
         let mut charts = Vec::with_capacity(CHART_METRICS.len());
+        // A call of a streaming scenario moves many messages: its throughput chart plots
+        // messages/s (`extra.msgs_per_s`), and says so; the file keeps its `-tps` name.
+        let stream = m
+            .scenario
+            .parse::<crate::scenario::Scenario>()
+            .is_ok_and(|s| s.is_stream());
         for (key, y_label, title_word, metric) in CHART_METRICS {
+            let (y_label, title_word, metric): (&str, &str, fn(&SceneResult) -> f64) =
+                if stream && key == "tps" {
+                    (
+                        "messages/s (calls/s × messages per call)",
+                        "messages/s",
+                        |s| s.extra.get("msgs_per_s").copied().unwrap_or(s.tps),
+                    )
+                } else {
+                    (y_label, title_word, metric)
+                };
             let series: Vec<(String, Vec<(f64, f64)>)> = m
                 .series
                 .iter()

@@ -2,7 +2,7 @@
 //! ([`Plan::chart_compare_by`]) and its x axis ([`Plan::chart_x_by`]), both read off the
 //! plan's scenes so that a preset needs no chart settings unless it wants an unusual view.
 
-use super::{dedup, Plan, Player, Scenario, Scene};
+use super::{dedup, Plan, Player, Scene};
 
 impl Plan {
     /// The option the charts compare: `compare_by` if set; else `player` when several players
@@ -62,7 +62,8 @@ impl Plan {
         if let Some(x) = &self.x_by {
             return x.clone();
         }
-        let echo = self.scenarios.contains(&Scenario::Echo);
+        // A payload sweep needs a scenario that carries one (echo, the streams).
+        let echo = self.scenarios.iter().any(|s| s.uses_payload());
         if let Some(configs) = &self.configs {
             let payloads = dedup(configs.iter().map(|c| c.payload).collect());
             return if echo && payloads.len() == configs.len() {

@@ -9,7 +9,7 @@
 
 use brisk::{Dispatch, SerializerKind, WriteMode};
 
-use super::{dedup, ConnectKind, Plan, Player, Scenario, Scene, ServerChoice, ServerKey};
+use super::{dedup, ConnectKind, Plan, Player, Scene, ServerChoice, ServerKey};
 
 impl Plan {
     /// The servers to run, in order: dispatch × queue, with `direct` taken once (its
@@ -41,8 +41,9 @@ impl Plan {
     /// in brisk's options. The runner interleaves a point's scenes round by round, so a slow
     /// moment of the machine lands on every variant instead of on whichever ran then.
     ///
-    /// Dimensions that do not apply collapse: payload is used by echo only; the connection
-    /// count by pooled and fixed only; a player skips scenarios it does not implement; the
+    /// Dimensions that do not apply collapse: payload is used by echo and the streams only; the
+    /// connection count by pooled and fixed only; a player skips scenarios it does not
+    /// implement (raw all but echo, tarpc and volo the streams); the
     /// peers take none of brisk's options (one server each, their own connections, as many as
     /// the scene's `connections`). With `configs` the `C:N:P` triples replace connections ×
     /// concurrency × payload.
@@ -54,7 +55,7 @@ impl Plan {
                 Some(configs) => configs
                     .iter()
                     .map(|c| {
-                        let payload = if scenario == Scenario::Echo {
+                        let payload = if scenario.uses_payload() {
                             c.payload
                         } else {
                             0
@@ -63,7 +64,7 @@ impl Plan {
                     })
                     .collect(),
                 None => {
-                    let payloads = if scenario == Scenario::Echo {
+                    let payloads = if scenario.uses_payload() {
                         dedup(self.payloads.clone())
                     } else {
                         vec![0]

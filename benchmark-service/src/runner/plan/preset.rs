@@ -64,6 +64,9 @@ pub enum Preset {
     Keepalive,
     /// Every scenario with tiny counts: an end-to-end check in seconds.
     Smoke,
+    /// Issue 19: brisk vs tonic on a server stream and a bidirectional ping-pong of 1 KiB
+    /// items, 1 connection × 1 and × 10 callers, in messages/s.
+    Streams,
 }
 
 fn unknown_preset(s: &str) -> String {
@@ -84,7 +87,7 @@ macro_rules! shipped {
 
 impl Preset {
     /// Every preset.
-    pub const ALL: [Preset; 9] = [
+    pub const ALL: [Preset; 10] = [
         Preset::DubboReport,
         Preset::JkrpcMatrix,
         Preset::ConnectType,
@@ -94,6 +97,7 @@ impl Preset {
         Preset::Peers,
         Preset::Keepalive,
         Preset::Smoke,
+        Preset::Streams,
     ];
 
     /// The preset's command-line name (also its file's stem and its output directory under
@@ -114,6 +118,7 @@ impl Preset {
             Preset::Peers => shipped!("peers"),
             Preset::Keepalive => shipped!("keepalive"),
             Preset::Smoke => shipped!("smoke"),
+            Preset::Streams => shipped!("streams"),
         }
     }
 

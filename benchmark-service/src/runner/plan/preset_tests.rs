@@ -143,6 +143,26 @@ fn expected_settings(preset: Preset) -> Settings {
             http_load: Some(true),
             ..base
         },
+        Preset::Streams => Settings {
+            players: Some(vec![Player::Brisk, Player::Tonic]),
+            scenarios: Some(vec![Scenario::Stream, Scenario::PingPong]),
+            configs: Some(vec![
+                LoadShape {
+                    connections: 1,
+                    in_flight: 1,
+                    payload: 1024,
+                },
+                LoadShape {
+                    connections: 1,
+                    in_flight: 10,
+                    payload: 1024,
+                },
+            ]),
+            call_modes: Some(vec![CallMode::Sync]),
+            scene_secs: Some(Duration::from_secs(2)),
+            rounds: Some(5),
+            ..base
+        },
         Preset::Smoke => Settings {
             scenarios: Some(Scenario::ALL.to_vec()),
             concurrency: Some(vec![4]),
@@ -175,6 +195,9 @@ fn expected_title(preset: Preset) -> &'static str {
         Preset::Peers => "brisk vs tarpc, tonic, volo and raw tokio: echo over C:N:P",
         Preset::Keepalive => "brisk — connection per call vs persistent connections",
         Preset::Smoke => "brisk — smoke run of every scenario",
+        Preset::Streams => {
+            "brisk vs tonic: streams (server stream and ping-pong, 100 × 1 KiB items per call)"
+        }
     }
 }
 
@@ -276,7 +299,13 @@ fn names_come_from_one_list_and_keep_their_aliases() {
     let err = "later".parse::<CallMode>().unwrap_err();
     assert!(err.contains("sync, async"), "{err}");
     let err = "nope".parse::<Scenario>().unwrap_err();
-    assert!(err.contains("nth, cache, file, db, echo"), "{err}");
+    assert!(
+        err.contains("nth, cache, file, db, echo, stream, pingpong"),
+        "{err}"
+    );
+    assert_eq!("ping-pong".parse::<Scenario>().unwrap(), Scenario::PingPong);
+    assert_eq!("PingPong".parse::<Scenario>().unwrap(), Scenario::PingPong);
+    assert_eq!(Scenario::PingPong.to_string(), "pingpong");
 }
 
 #[test]

@@ -45,7 +45,7 @@ pub struct Scene {
     pub write_mode: WriteMode,
     /// Serializer (brisk only).
     pub serializer: SerializerKind,
-    /// Echo payload bytes (0 for other scenarios).
+    /// Payload bytes of echo and of each stream item (0 for other scenarios).
     pub payload: u64,
     /// The brisk server this scene runs against (`None` for the peers, which have one server
     /// each).
@@ -98,8 +98,14 @@ impl Scene {
             }
             None => s.push_str(&format!("{} conn", self.connections)),
         }
-        if self.scenario == Scenario::Echo {
+        if self.scenario.uses_payload() {
             s.push_str(&format!(", {} B", self.payload));
+        }
+        if self.scenario.is_stream() {
+            s.push_str(&format!(
+                ", {} msgs/call",
+                self.scenario.messages_per_call()
+            ));
         }
         s.push(']');
         s

@@ -216,7 +216,7 @@ fn check(plan: &Plan) -> Result<(), String> {
     if plan.scenes().is_empty() {
         return Err(format!(
             "no scene to run: none of the players ({}) implements the scenarios ({}); raw \
-             implements echo only",
+             implements echo only, and the streams (stream, pingpong) are brisk's and tonic's",
             join(&plan.players),
             join(&plan.scenarios)
         ));

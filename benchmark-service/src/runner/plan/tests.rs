@@ -243,3 +243,83 @@ fn bad_values_are_errors_not_panics() {
     };
     assert!(empty.resolve().is_err());
 }
+
+#[test]
+fn the_streams_preset_plans_brisk_and_tonic_on_both_streams_at_both_load_points() {
+    let plan = Preset::Streams.settings().resolve().unwrap();
+    let points = plan.points();
+    // 2 scenarios × 2 load points, brisk and tonic in each.
+    assert_eq!(points.len(), 2 * 2);
+    for point in &points {
+        let players: Vec<Player> = point.iter().map(|s| s.player).collect();
+        assert_eq!(players, [Player::Brisk, Player::Tonic]);
+        assert!(point.iter().all(|s| s.scenario.is_stream()
+            && s.payload == 1024
+            && s.connections == 1
+            && s.call_mode == CallMode::Sync));
+    }
+    let shapes: Vec<(Scenario, u32)> = points
+        .iter()
+        .map(|p| (p[0].scenario, p[0].concurrency))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (Scenario::Stream, 1),
+            (Scenario::Stream, 10),
+            (Scenario::PingPong, 1),
+            (Scenario::PingPong, 10),
+        ]
+    );
+    assert_eq!(plan.rounds, 5);
+    assert_eq!(plan.scene_secs, Some(Duration::from_secs(2)));
+    assert_eq!(plan.chart_compare_by(), "player");
+    assert_eq!(plan.chart_x_by(), "concurrency");
+    assert_eq!(
+        points[0][0].options(),
+        "[fixed/1, write async, msgpack, pool/transfer, 1024 B, 100 msgs/call]"
+    );
+    // About a minute and a half of measurement.
+    let window = plan.scene_secs.unwrap() + plan.warmup_time;
+    let secs = window.as_secs_f64() * plan.scenes().len() as f64 * f64::from(plan.rounds);
+    assert!(secs <= 120.0, "{secs} s");
+}
+
+#[test]
+fn players_without_streams_are_left_out_of_the_streaming_scenarios() {
+    let plan = Settings {
+        players: Some(Player::ALL.to_vec()),
+        scenarios: Some(vec![Scenario::Echo, Scenario::Stream, Scenario::PingPong]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    let points = plan.points();
+    assert_eq!(points.len(), 3);
+    let players = |p: &[Scene]| p.iter().map(|s| s.player).collect::<Vec<_>>();
+    assert_eq!(players(&points[0]), Player::ALL);
+    for point in &points[1..] {
+        assert_eq!(players(point), [Player::Brisk, Player::Tonic]);
+        assert!(point.iter().all(|s| s.payload == 1024));
+    }
+    // A plan of streams with only players that have none is refused, naming why.
+    for only in [Player::Tarpc, Player::Volo, Player::Raw] {
+        let err = Settings {
+            players: Some(vec![only]),
+            scenarios: Some(vec![Scenario::Stream, Scenario::PingPong]),
+            ..Settings::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(err.contains("brisk's and tonic's"), "{only}: {err}");
+    }
+    // tarpc beside brisk: brisk alone plays the streams.
+    let plan = Settings {
+        players: Some(vec![Player::Brisk, Player::Tarpc]),
+        scenarios: Some(vec![Scenario::PingPong]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    assert!(plan.scenes().iter().all(|s| s.player == Player::Brisk));
+}
