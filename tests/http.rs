@@ -261,3 +261,117 @@ async fn binary_calls_show_up_in_metrics_too() {
     })
     .await;
 }
+
+/// Like `send`, with the answer's headers and its body as bytes.
+async fn send_bytes(
+    sender: &mut SendRequest<Full<Bytes>>,
+    path: &str,
+    body: Bytes,
+    headers: &[(&str, &str)],
+) -> (StatusCode, hyper::HeaderMap, Bytes) {
+    let mut req = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("host", "localhost");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    sender.ready().await.unwrap();
+    let resp = sender
+        .send_request(req.body(Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (parts.status, parts.headers, body)
+}
+
+#[cfg(all(feature = "gzip", feature = "zstd"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_encoding_and_accept_encoding() {
+    use brisk::codec::compression::{decompress, BodyCompressor};
+    use brisk::rpc_core::Compression;
+    bounded(30, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let (server, _) = start(with_http(dispatch, queue)).await;
+            let mut http = connect(server.http_addr().unwrap()).await;
+            // `echo` of 3000 small numbers: 6 KB of JSON each way, very compressible.
+            let numbers = vec![7u8; 3000];
+            let json = serde_json::to_vec(&(numbers.clone(),)).unwrap();
+            let (gzipped, used) =
+                BodyCompressor::new(Compression::Gzip, 0, 6).compress(Bytes::from(json.clone()));
+            assert_eq!(used, Compression::Gzip);
+
+            for (accept, expect) in [
+                ("gzip", Compression::Gzip),
+                ("gzip, deflate, br, zstd", Compression::Zstd),
+            ] {
+                let (status, headers, body) = send_bytes(
+                    &mut http,
+                    "/Calc/echo",
+                    gzipped.clone(),
+                    &[("content-encoding", "gzip"), ("accept-encoding", accept)],
+                )
+                .await;
+                assert_eq!(status, StatusCode::OK, "{name}");
+                assert_eq!(
+                    headers.get("content-encoding").unwrap(),
+                    expect.name(),
+                    "{name}"
+                );
+                assert_eq!(headers.get("vary").unwrap(), "accept-encoding");
+                assert!(body.len() < 1000, "{name}: {} bytes", body.len());
+                let opened = decompress(expect, &body, 1 << 20).unwrap();
+                let back: Vec<u8> = serde_json::from_slice(&opened).unwrap();
+                assert_eq!(back, numbers, "{name}");
+            }
+
+            // No Accept-Encoding: plain. A small answer: plain, whatever is accepted.
+            let (status, headers, body) =
+                send_bytes(&mut http, "/Calc/echo", Bytes::from(json.clone()), &[]).await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(headers.get("content-encoding").is_none());
+            assert_eq!(serde_json::from_slice::<Vec<u8>>(&body).unwrap(), numbers);
+            let (status, headers, body) = send_bytes(
+                &mut http,
+                "/Calc/add",
+                Bytes::from_static(b"[1, 2]"),
+                &[("accept-encoding", "gzip")],
+            )
+            .await;
+            assert_eq!((status, &body[..]), (StatusCode::OK, &b"3"[..]));
+            assert!(headers.get("content-encoding").is_none());
+
+            // An encoding not served, and a body that is not what it says: 400
+            // naming the problem; the connection goes on.
+            let (status, _, body) = send_bytes(
+                &mut http,
+                "/Calc/echo",
+                Bytes::from(json.clone()),
+                &[("content-encoding", "br")],
+            )
+            .await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{name}");
+            let text = String::from_utf8_lossy(&body);
+            assert!(text.contains("identity, gzip, zstd"), "{name}: {text}");
+            let (status, _, body) = send_bytes(
+                &mut http,
+                "/Calc/echo",
+                Bytes::from(json.clone()),
+                &[("content-encoding", "zstd")],
+            )
+            .await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{name}");
+            assert!(
+                String::from_utf8_lossy(&body).contains("zstd body"),
+                "{name}"
+            );
+            assert_eq!(
+                send(&mut http, "POST", "/Calc/add", "[2, 40]", &[]).await,
+                (StatusCode::OK, "42".into())
+            );
+            server.shutdown().await;
+        }
+    })
+    .await;
+}

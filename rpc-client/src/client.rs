@@ -21,10 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rpc_codec::compression::{self, BodyCompressor};
 use rpc_codec::{BodyCodec, OutFrame};
 use rpc_core::{
-    ConnectType, Context, Endpoint, Interceptor, Next, RpcError, RpcRequest, RpcResponse,
-    SerializerKind, WriteMode,
+    CompressionConfig, ConnectType, Context, Endpoint, Interceptor, Next, RpcError, RpcRequest,
+    RpcResponse, SerializerKind, WriteMode,
 };
 use rpc_transport::{SendSpec, Started};
 use serde::de::DeserializeOwned;
@@ -47,6 +48,9 @@ struct Inner {
     idempotent: HashSet<String>,
     cluster: Arc<Cluster>,
     interceptors: Vec<Arc<dyn Interceptor>>,
+    /// `compression`, when on: what request bodies are compressed with, and
+    /// the algorithm every request asks its answer in.
+    compressor: Option<BodyCompressor>,
 }
 
 /// A client of one server or of a set of them (a static list or a registry).
@@ -228,6 +232,12 @@ impl Client {
         mut frame: OutFrame,
         settings: &CallSettings<'_>,
     ) -> Result<RpcResponse, RpcError> {
+        // Compressed once, before the first try: retries send the same bytes.
+        if let Some(compressor) = &self.inner.compressor {
+            let (body, used) = compressor.compress(std::mem::take(&mut frame.body));
+            frame.body = body;
+            frame.flags = compression::flags(used, compressor.algorithm());
+        }
         let timeout = settings.timeout;
         let deadline = Instant::now() + timeout;
         let max_tries = self.inner.config.max_try_count.max(1);
@@ -335,7 +345,11 @@ impl Client {
         drop(lease);
         match answer.error_status() {
             None => Ok(RpcResponse {
-                body: answer.body,
+                body: compression::open_body(
+                    answer.header.flags,
+                    answer.body,
+                    self.inner.config.transport.max_frame_size,
+                )?,
                 metadata: answer.meta.metadata,
             }),
             Some(status) => Err(status.into_error(&frame.service, &frame.method)),
@@ -517,6 +531,12 @@ impl ClientBuilder {
         self.set(move |c| c.serializer = value)
     }
 
+    /// Compress request bodies (and ask for compressed answers): `algorithm`
+    /// from `min_size` bytes at the config's level. See [`CompressionConfig`].
+    pub fn compression(self, compression: CompressionConfig) -> Self {
+        self.set(move |c| c.compression = compression)
+    }
+
     /// Default request timeout.
     pub fn request_timeout(self, timeout: Duration) -> Self {
         let value = timeout;
@@ -602,6 +622,7 @@ impl ClientBuilder {
         let discovery = registry.discover(self.config.service.as_deref()).await?;
         let cluster = Cluster::start(&self.config, transport, registry, discovery).await?;
         let idempotent = self.config.idempotent_methods.iter().cloned().collect();
+        let compressor = BodyCompressor::from_config(&self.config.compression, "compression")?;
         Ok(Client {
             inner: Arc::new(Inner {
                 config: self.config,
@@ -609,6 +630,7 @@ impl ClientBuilder {
                 idempotent,
                 cluster,
                 interceptors: self.interceptors,
+                compressor,
             }),
         })
     }

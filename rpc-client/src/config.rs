@@ -25,6 +25,10 @@
 //! connect_timeout_ms = 500         # TCP connect (and TLS handshake) timeout
 //! write_queue_capacity = 4096       # frames queued per connection before callers wait
 //!
+//! [compression]                     # requests of 1 KiB or more, and their answers
+//! algorithm = "zstd"                # none (default) | gzip | zstd
+//! min_size = 1024
+//!
 //! [transport]                       # the settings a server has too
 //! max_frame_size = 16777216
 //! ```
@@ -33,7 +37,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rpc_core::{RpcError, SerializerKind, WriteMode};
+use rpc_core::{CompressionConfig, RpcError, SerializerKind, WriteMode};
 use rpc_registry::{RegistryUrl, DEFAULT_WEIGHT};
 use rpc_transport::{ClientTransport, TransportConfig};
 use serde::{Deserialize, Serialize};
@@ -183,6 +187,10 @@ pub struct ClientConfig {
     /// Items of a server stream this client takes before it reads any: what
     /// one stream may have in flight towards it (256).
     pub stream_window: u32,
+    /// Compress request bodies of at least `min_size` bytes and ask for the
+    /// answers compressed the same way (default: off). The server answers in
+    /// kind or, when it has compression off, plainly.
+    pub compression: CompressionConfig,
     /// Socket-level settings a server has too.
     pub transport: TransportConfig,
     /// Connect with TLS, trusting the CAs in `ca_path` and expecting
@@ -212,6 +220,7 @@ impl Default for ClientConfig {
             connect_timeout: ClientTransport::DEFAULT_CONNECT_TIMEOUT,
             write_queue_capacity: ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
             stream_window: rpc_core::stream::DEFAULT_WINDOW,
+            compression: CompressionConfig::default(),
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
             tls: None,
@@ -321,6 +330,7 @@ impl ClientConfig {
                 "must be at least 1",
             ));
         }
+        rpc_codec::compression::BodyCompressor::from_config(&self.compression, "compression")?;
         self.transport.validate("transport.")
     }
 

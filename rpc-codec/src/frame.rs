@@ -85,7 +85,8 @@ pub struct Header {
     pub kind: FrameKind,
     /// Raw serializer id: kept raw so that an unknown id can be answered with an error.
     pub serializer: u8,
-    /// Reserved flags byte.
+    /// Flags: the body's compression and, on a request, the compression
+    /// its caller takes the answer in (see [`compression`](crate::compression)).
     pub flags: u8,
     /// Raw status byte; see [`Code::from_u8`].
     pub status: u8,
@@ -284,7 +285,8 @@ pub struct OutFrame {
     pub kind: FrameKind,
     /// Serializer id of the body.
     pub serializer: u8,
-    /// Reserved, sent as 0.
+    /// Flags: the body's compression and, on a request, the compression
+    /// its caller takes the answer in (see [`compression`](crate::compression)).
     pub flags: u8,
     /// The response's code: [`Code::Ok`], or the error's.
     pub status: Code,

@@ -14,7 +14,9 @@
 //!                           6 stream open, 7 stream data, 8 stream end,
 //!                           9 stream error, 10 credit
 //!  4      1    serializer   1 msgpack, 2 protobuf, 3 json
-//!  5      1    flags        reserved, sent as 0
+//!  5      1    flags        bits 0-1: the body's compression (0 none, 1 gzip,
+//!                           2 zstd); bits 2-3 (requests): the compression the
+//!                           caller takes its answer in; bits 4-7 reserved, 0
 //!  6      1    status       0 ok; else the error's code (responses only, see `Code`)
 //!  7      1    reserved     0
 //!  8      8    request id   u64, unique per connection while the call is pending;
@@ -87,10 +89,14 @@
 //! * `protobuf` (default): the protobuf serializer, `serializer::protobuf`.
 //!   Without it prost is not built, and a body in serializer id 2 is a
 //!   serialize / deserialize error naming `protobuf`.
+//! * `gzip`, `zstd`: compressed bodies in those algorithms ([`compression`]).
+//!   Without one, a body compressed in it fails its call naming the feature,
+//!   and a config that asks for it is refused.
 
 #![warn(missing_docs)]
 
 pub mod codec;
+pub mod compression;
 pub mod frame;
 pub mod payload;
 pub mod serializer;

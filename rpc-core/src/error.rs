@@ -204,6 +204,20 @@ pub enum RpcError {
         source: Option<Cause>,
     },
 
+    /// A compressed body could not be opened: corrupt data, an algorithm
+    /// this build does not have, or more than `max_frame_size` once
+    /// decompressed. Only that call fails; its connection carries on.
+    #[error("{algorithm} body: {reason}")]
+    Compression {
+        /// The algorithm's name (`gzip`, `zstd`) or the flags that named none.
+        algorithm: &'static str,
+        /// What went wrong, in words.
+        reason: String,
+        /// The decompressor's own error.
+        #[source]
+        source: Option<Cause>,
+    },
+
     /// The handler ran and returned an error; its message is carried back verbatim.
     #[error("handler error: {0}")]
     Handler(String),
@@ -281,7 +295,9 @@ impl RpcError {
             RpcError::UnknownMethod { .. } => Code::UnknownMethod,
             RpcError::UnknownSerializer(_) => Code::UnknownSerializer,
             RpcError::FrameTooLarge { .. } => Code::FrameTooLarge,
-            RpcError::Deserialize { .. } | RpcError::Protocol(_) => Code::BadRequest,
+            RpcError::Deserialize { .. } | RpcError::Protocol(_) | RpcError::Compression { .. } => {
+                Code::BadRequest
+            }
             RpcError::Handler(_) => Code::Handler,
             RpcError::Status(status) => status.code(),
             RpcError::ShuttingDown => Code::ShuttingDown,

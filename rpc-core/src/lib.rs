@@ -7,7 +7,7 @@
 //! see, the [`Interceptor`] middleware abstraction, the [`ServiceHandler`] trait
 //! `#[brisk::service]` implements, the ends of a stream and the credit that
 //! bounds them ([`stream`]), the mode enums ([`ConnectType`],
-//! [`WriteMode`], [`Dispatch`]) and the config-file loader.
+//! [`WriteMode`], [`Dispatch`], [`Compression`]) and the config-file loader.
 //!
 //! It must not know about sockets, tasks or thread pools: those belong to
 //! `rpc-transport`, `rpc-server` and `rpc-client`.
@@ -17,6 +17,7 @@
 pub mod auth;
 pub mod call;
 pub mod cancel;
+pub mod compression;
 pub mod config;
 pub mod context;
 pub mod error;
@@ -32,6 +33,7 @@ pub mod stream;
 pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};
 pub use cancel::CancelSignal;
+pub use compression::{Compression, CompressionConfig};
 pub use context::Context;
 pub use error::{Cause, Result, RpcError};
 pub use handler::{HandlerFuture, MethodKind, ServiceHandler, StreamFuture, StreamIo};

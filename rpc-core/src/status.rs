@@ -420,6 +420,7 @@ impl From<&RpcError> for Status {
                 Status::new(Code::UnknownSerializer, "").with_detail(Detail::Serializer { id: *id })
             }
             RpcError::Deserialize { reason, .. } => text(reason),
+            RpcError::Compression { .. } => text(&err.to_string()),
             RpcError::Timeout { timeout, .. } => Status::new(Code::DeadlineExceeded, "")
                 .with_detail(Detail::Deadline { timeout: *timeout }),
             RpcError::ShuttingDown => text(""),

@@ -18,6 +18,10 @@
 //! max_in_flight_per_connection = 4096
 //! shutdown_grace_ms = 10000
 //!
+//! [compression]                     # answers, in what each caller asks for
+//! answers = true
+//! min_size = 1024
+//!
 //! [memory]
 //! frame_budget = 268435456          # bytes large request frames may hold, all connections together
 //! return_to_os = true               # glibc: map blocks ≥ 1 MiB on their own (process-wide)
@@ -30,8 +34,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use rpc_codec::compression::BodyCompressor;
 use rpc_core::stream::StreamConfig;
-use rpc_core::{Dispatch, RpcError};
+use rpc_core::{Compression, CompressionConfig, Dispatch, RpcError};
 use rpc_transport::TransportConfig;
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +85,9 @@ pub struct ServerConfig {
     pub memory: MemoryConfig,
     /// Streaming calls: the flow window and how many one connection may open.
     pub streams: StreamConfig,
+    /// Compressed answers: whether the server answers in the compression a
+    /// caller asks for, and from what size.
+    pub compression: AnswerCompression,
     /// How long graceful shutdown waits for in-flight calls before closing anyway.
     #[serde(rename = "shutdown_grace_ms", with = "rpc_core::config::duration_ms")]
     pub shutdown_grace: Duration,
@@ -105,6 +113,7 @@ impl Default for ServerConfig {
             max_in_flight_per_connection: 4096,
             memory: MemoryConfig::default(),
             streams: StreamConfig::default(),
+            compression: AnswerCompression::default(),
             shutdown_grace: Duration::from_secs(10),
             transport: TransportConfig::default(),
             #[cfg(feature = "tls")]
@@ -198,6 +207,7 @@ impl ServerConfig {
                 "must be at least 1 byte (it bounds the bytes held by large request frames)",
             ));
         }
+        self.compression.validate()?;
         self.transport.validate("transport.")
     }
 
@@ -223,6 +233,62 @@ impl ServerConfig {
     pub fn with_pool(mut self, pool: PoolConfig) -> Self {
         self.dispatch = DispatchConfig::Pool(pool);
         self
+    }
+}
+
+/// How a server compresses its answers. It always reads compressed requests
+/// (in the algorithms the build has); an answer is compressed only in the
+/// algorithm its request asked for (a client's `compression`), and only when
+/// `answers` is on and the body is at least `min_size` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnswerCompression {
+    /// Answer in the compression the caller asks for (true); off, every
+    /// answer goes plain (a server short of CPU, say).
+    pub answers: bool,
+    /// Answers smaller than this many bytes go plain (1024).
+    pub min_size: usize,
+    /// The level: zstd's (1..=22, or negative for faster still); gzip takes
+    /// the nearest of 0..=9. Default 1, the fast end of both.
+    pub level: i32,
+}
+
+impl Default for AnswerCompression {
+    fn default() -> Self {
+        AnswerCompression {
+            answers: true,
+            min_size: CompressionConfig::DEFAULT_MIN_SIZE,
+            level: CompressionConfig::DEFAULT_LEVEL,
+        }
+    }
+}
+
+impl AnswerCompression {
+    /// Checks the level; the error names the key.
+    pub fn validate(&self) -> Result<(), RpcError> {
+        // zstd's range (gzip takes the nearest of its own).
+        if !(-(1 << 17)..=22).contains(&self.level) {
+            return Err(RpcError::config(
+                "compression.level",
+                format!(
+                    "must be within -131072..=22 (zstd's levels), not {}",
+                    self.level
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How to compress the answer to a request with these flags: in the
+    /// algorithm it asks for, when this server answers compressed.
+    pub(crate) fn for_request(&self, flags: u8) -> Option<BodyCompressor> {
+        if !self.answers {
+            return None;
+        }
+        match rpc_codec::compression::accepted(flags) {
+            Compression::None => None,
+            algorithm => Some(BodyCompressor::new(algorithm, self.min_size, self.level)),
+        }
     }
 }
 

@@ -198,7 +198,11 @@ mod tests {
         Live {
             cancel: CancelSignal::new(),
             route,
-            reply_to: ReplyTo { id, serializer: 1 },
+            reply_to: ReplyTo {
+                id,
+                serializer: 1,
+                compress: None,
+            },
             deadline: at.map(|at| (at, Duration::from_millis(10))),
         }
     }

@@ -199,7 +199,7 @@ impl<'a> Conn<'a, '_> {
             }
         }
         self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let reply_to = ReplyTo::of(&frame.header);
+        let reply_to = ReplyTo::of(&frame.header, &self.ctx.config.compression);
         let stream = frame.header.kind == FrameKind::StreamOpen;
         let serializer = match SerializerKind::from_id(reply_to.serializer) {
             Ok(s) => s,
@@ -236,6 +236,20 @@ impl<'a> Conn<'a, '_> {
             self.reply_error(reply_to, stream, err, answers);
             return None;
         }
+        // A compressed body is opened here, so handlers, interceptors and
+        // layers see it plain; one that cannot be opened fails this call only.
+        let body = match rpc_codec::compression::open_body(
+            frame.header.flags,
+            frame.body,
+            ctx.config.transport.max_frame_size,
+        ) {
+            Ok(body) => body,
+            Err(e) => {
+                warn!(peer = ?self.peer, request_id = id, error = %e, "request body not opened");
+                self.reply_error(reply_to, stream, e, answers);
+                return None;
+            }
+        };
         let timeout_ms = frame.header.timeout_ms;
         let deadline = (timeout_ms > 0).then(|| {
             let timeout = Duration::from_millis(timeout_ms as u64);
@@ -250,7 +264,7 @@ impl<'a> Conn<'a, '_> {
         let req = RpcRequest {
             service: Cow::Borrowed(route.service),
             method: Cow::Borrowed(route.method),
-            body: frame.body,
+            body,
             cx,
         };
         if stream {

@@ -8,8 +8,11 @@
 //! instead of waiting for its timeout.
 
 use bytes::BytesMut;
+use rpc_codec::compression::{self, BodyCompressor};
 use rpc_codec::{Header, OutFrame};
-use rpc_core::{RpcError, RpcResponse};
+use rpc_core::{Compression, RpcError, RpcResponse};
+
+use crate::config::AnswerCompression;
 use tracing::warn;
 
 /// Whom an answer goes to: the request's id on its connection and the
@@ -20,23 +23,36 @@ use tracing::warn;
 pub(crate) struct ReplyTo {
     pub id: u64,
     pub serializer: u8,
+    /// How the answer's body is compressed: in what the request asked for,
+    /// when the server answers compressed (see `AnswerCompression`).
+    pub compress: Option<BodyCompressor>,
 }
 
 impl ReplyTo {
-    /// The caller of a request frame.
-    pub fn of(header: &Header) -> Self {
+    /// The caller of a request frame, answered as `compression` says.
+    pub fn of(header: &Header, compression: &AnswerCompression) -> Self {
         ReplyTo {
             id: header.request_id,
             serializer: header.serializer,
+            compress: compression.for_request(header.flags),
         }
     }
 
     /// The answer frame for the call's outcome (with the metadata the
-    /// handler sent back, if any).
+    /// handler sent back, if any). Run where the call ran (a worker, in
+    /// pool dispatch), so compressing an answer costs no I/O task time.
     pub fn answer(self, result: Result<RpcResponse, RpcError>) -> OutFrame {
         match result {
             Ok(RpcResponse { body, metadata }) => {
+                let (body, flags) = match self.compress {
+                    None => (body, 0),
+                    Some(compressor) => {
+                        let (body, used) = compressor.compress(body);
+                        (body, compression::flags(used, Compression::None))
+                    }
+                };
                 let mut frame = OutFrame::response(self.id, self.serializer, body);
+                frame.flags = flags;
                 frame.metadata = metadata;
                 frame
             }

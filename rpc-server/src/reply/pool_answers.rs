@@ -272,6 +272,7 @@ mod tests {
                 ReplyTo {
                     id: 1,
                     serializer: 1,
+                    compress: None,
                 },
                 Some(reserved),
             )
@@ -319,6 +320,7 @@ mod tests {
             ReplyTo {
                 id: 1,
                 serializer: 0,
+                compress: None,
             },
             None,
         );
@@ -326,6 +328,7 @@ mod tests {
             ReplyTo {
                 id: 2,
                 serializer: 0,
+                compress: None,
             },
             None,
         );
@@ -368,6 +371,7 @@ mod tests {
                 ReplyTo {
                     id: 8,
                     serializer: 0,
+                    compress: None,
                 },
                 None,
             )
@@ -388,6 +392,7 @@ mod tests {
             ReplyTo {
                 id: 1,
                 serializer: 0,
+                compress: None,
             },
             None,
         );
@@ -417,6 +422,7 @@ mod tests {
                 ReplyTo {
                     id: 3,
                     serializer: 0,
+                    compress: None,
                 },
                 None,
             )
@@ -438,6 +444,7 @@ mod tests {
             ReplyTo {
                 id: 1,
                 serializer: 0,
+                compress: None,
             },
             None,
         );

@@ -20,6 +20,11 @@
 //! bidirectional stream (served on the binary protocol only), 503 server
 //! busy or shutting down, 504 timeout, 500 handler error.
 //!
+//! Bodies may be compressed: a request in `Content-Encoding: gzip` or
+//! `zstd` is opened before its JSON is read, and an answer of at least
+//! `compression.min_size` bytes goes in the best of what `Accept-Encoding`
+//! offers (see [`encoding`]).
+//!
 //! A server stream answers `200` with `application/x-ndjson`: one JSON
 //! line per item as the handler sends them, read by hyper as the client
 //! takes them (so a slow client holds the handler within the stream
@@ -39,14 +44,15 @@ use futures::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_ENCODING, CONTENT_TYPE, VARY};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use rpc_codec::compression::BodyCompressor;
 use rpc_core::{
-    CancelSignal, Code, Context, Metadata, RpcError, RpcRequest, RpcResponse, SerializerKind,
-    Status, StreamIo,
+    CancelSignal, Code, Compression, Context, Metadata, RpcError, RpcRequest, RpcResponse,
+    SerializerKind, Status, StreamIo,
 };
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -58,6 +64,8 @@ use crate::dispatch::{deadline_error, execute, PoolJob, Reply};
 use crate::router::{Route, RouteEntry};
 use crate::stop::StopLevel;
 use crate::stream::{run_stream, LocalFlow};
+
+mod encoding;
 
 const META_PREFIX: &str = "x-brisk-meta-";
 const TIMEOUT_HEADER: &str = "x-brisk-timeout-ms";
@@ -151,20 +159,14 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
             let text = crate::metrics::render(&ctx.registry);
             respond(StatusCode::OK, crate::metrics::CONTENT_TYPE, text)
         }
-        (&Method::POST, _) => match call(ctx, peer, &path, req).await {
-            Ok(Answer::Unary(answer)) => {
-                let mut response = respond(StatusCode::OK, "application/json", answer.body);
-                for (key, value) in answer.metadata.iter() {
-                    let name = hyper::header::HeaderName::try_from(format!("{META_PREFIX}{key}"));
-                    if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(value)) {
-                        response.headers_mut().insert(name, value);
-                    }
-                }
-                response
+        (&Method::POST, _) => {
+            let compress = encoding::for_answer(req.headers(), &ctx.config.compression);
+            match call(ctx, peer, &path, req).await {
+                Ok(Answer::Unary(answer)) => unary_answer(answer, compress),
+                Ok(Answer::Stream(response)) => response,
+                Err(e) => json_error(status_for(&e), &e),
             }
-            Ok(Answer::Stream(response)) => response,
-            Err(e) => json_error(status_for(&e), &e),
-        },
+        }
         _ => {
             let err = RpcError::Protocol(format!(
                 "use POST /{{service}}/{{method}} (or GET /health, GET /metrics), not {} {path}",
@@ -173,6 +175,30 @@ async fn handle(ctx: &Arc<ServerCtx>, peer: SocketAddr, req: Request<Incoming>) 
             json_error(StatusCode::METHOD_NOT_ALLOWED, &err)
         }
     }
+}
+
+/// A unary call's `200`: its JSON (compressed as the client accepts), and
+/// its answer metadata as `x-brisk-meta-*` headers.
+fn unary_answer(answer: RpcResponse, compress: Option<BodyCompressor>) -> HttpResponse {
+    let (body, used) = match compress {
+        Some(compressor) => compressor.compress(answer.body),
+        None => (answer.body, Compression::None),
+    };
+    let mut response = respond(StatusCode::OK, "application/json", body);
+    let headers = response.headers_mut();
+    if compress.is_some() {
+        headers.insert(VARY, HeaderValue::from_static("accept-encoding"));
+    }
+    if let Some(coding) = encoding::header_value(used) {
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding));
+    }
+    for (key, value) in answer.metadata.iter() {
+        let name = hyper::header::HeaderName::try_from(format!("{META_PREFIX}{key}"));
+        if let (Ok(name), Ok(value)) = (name, HeaderValue::from_str(value)) {
+            headers.insert(name, value);
+        }
+    }
+    response
 }
 
 /// What a call over HTTP answers.
@@ -224,7 +250,9 @@ async fn call(
     }
 
     let max = ctx.config.transport.max_frame_size;
-    let body = Limited::new(req.into_body(), max)
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let body = Limited::new(body, max)
         .collect()
         .await
         .map_err(|e| {
@@ -241,6 +269,7 @@ async fn call(
         })?
         .to_bytes();
     ctx.metrics.io.add_in(body.len() as u64);
+    let body = encoding::open_request(&headers, body, max)?;
     // A method without arguments accepts an empty body or `[]`.
     let trimmed = body.as_ref().trim_ascii();
     let body = if trimmed.is_empty() || trimmed == b"[]" {
