@@ -34,7 +34,10 @@
 //! | `toml` | on | config files in TOML (`ServerConfig::load`, `ClientConfig::load`) | toml |
 //! | `yaml` | on | config files in YAML | serde_yaml |
 //! | `tls` | off | TLS for the binary protocol (`tls` in both configs, `brisk::tls`) | rustls, tokio-rustls |
+//! | `gzip` | on | gzip bodies: `compression` in both configs, HTTP `Content-Encoding` / `Accept-Encoding` | flate2 (pure Rust) |
+//! | `zstd` | on | Zstandard bodies, likewise | zstd (builds libzstd's C code) |
 //! | `etcd` | off | the etcd registry (`registry = "etcd://…"`) | etcd-client (its build needs `protoc`) |
+//! | `otel` | off | OpenTelemetry: call spans continue and pass on W3C trace context; [`otel`] builds the exporting layer | opentelemetry, opentelemetry_sdk, opentelemetry-stdout, tracing-opentelemetry |
 //!
 //! rpc-codec's `protobuf` feature (on by default) builds the protobuf
 //! serializer; without it a protobuf body is an error naming the feature.
@@ -132,13 +135,17 @@ pub use rpc_registry as registry;
 pub use rpc_server as server;
 pub use rpc_transport as transport;
 
+#[cfg(feature = "otel")]
+pub mod otel;
+
 pub use futures_core::Stream;
 pub use rpc_client::{CallOptions, Client, ClientBuilder, ClientConfig, Connect, PoolHold};
 pub use rpc_codec::{Payload, StreamSender, Streaming};
 pub use rpc_core::{
-    BearerToken, Cause, Code, ConnectType, Context, Detail, Dispatch, Endpoint, HandlerFuture,
-    Interceptor, Metadata, MethodKind, Next, RpcError, RpcRequest, RpcResponse, SerializerKind,
-    ServiceHandler, Status, StreamFuture, StreamIo, TokenAuth, WriteMode,
+    BearerToken, Cause, Code, Compression, CompressionConfig, ConnectType, Context, Detail,
+    Dispatch, Endpoint, HandlerFuture, Interceptor, Metadata, MethodKind, Next, RpcError,
+    RpcRequest, RpcResponse, SerializerKind, ServiceHandler, Status, StreamFuture, StreamIo,
+    TokenAuth, WriteMode,
 };
 /// TLS config types (`brisk::tls::TlsServerConfig`, `TlsClientConfig`) and the
 /// rustls crate they build on (`brisk::tls::rustls`). Feature `tls`.
@@ -148,8 +155,8 @@ pub mod tls {
     pub use rustls;
 }
 pub use rpc_server::{
-    DispatchConfig, MemoryConfig, PoolConfig, QueueKind, Server, ServerBuilder, ServerConfig,
-    ServerHandle, WorkerPool,
+    config::AnswerCompression, DispatchConfig, MemoryConfig, PoolConfig, QueueKind, Server,
+    ServerBuilder, ServerConfig, ServerHandle, WorkerPool,
 };
 
 /// Defines a service from a trait of `async fn`s: the trait servers

@@ -31,8 +31,10 @@ use rpc_transport::{SendSpec, Started};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::balance::Balancer;
+use crate::call_span;
 use crate::cluster::{is_server_failure, Cluster, EndpointStats, ServerEndpoint};
 use crate::config::{PoolHold, StaticAddr};
 use crate::connect::Connect;
@@ -232,6 +234,26 @@ impl Client {
         mut frame: OutFrame,
         settings: &CallSettings<'_>,
     ) -> Result<RpcResponse, RpcError> {
+        let span = call_span::open(&frame.service, &frame.method);
+        if span.is_disabled() {
+            return self.tries(frame, settings, &span).await;
+        }
+        call_span::propagate(&span, &mut frame.metadata);
+        let started = std::time::Instant::now();
+        // Boxed: the traced path stays out of the plain call's future.
+        let result = Box::pin(self.tries(frame, settings, &span).instrument(span.clone())).await;
+        rpc_core::trace::record_outcome(&span, &result, started);
+        result
+    }
+
+    /// The tries of [`invoke`](Self::invoke), each recording its server on
+    /// `span` (a no-op when the span is disabled).
+    async fn tries(
+        &self,
+        mut frame: OutFrame,
+        settings: &CallSettings<'_>,
+        span: &tracing::Span,
+    ) -> Result<RpcResponse, RpcError> {
         // Compressed once, before the first try: retries send the same bytes.
         if let Some(compressor) = &self.inner.compressor {
             let (body, used) = compressor.compress(std::mem::take(&mut frame.body));
@@ -263,6 +285,7 @@ impl Client {
                 .inner
                 .cluster
                 .choose(&frame.service, settings.hash_key, &failed)?;
+            span.record("net.peer", endpoint.addr());
             let result = {
                 let _in_flight = endpoint.begin();
                 let spec = SendSpec {

@@ -7,7 +7,10 @@
 //! by [`Connect`]): `reused`, `pooled` and `fixed`. With several servers — a static `addrs` list or a
 //! registry (`rpc-registry`) — the [`cluster`] keeps one endpoint per address,
 //! follows the registry live, marks failing servers down and hands each attempt
-//! to a [`balance`]r; a failed attempt is retried on another server.
+//! to a [`balance`]r; a failed attempt is retried on another server. Each
+//! call runs in an `rpc.client` tracing span (`call_span`) that carries its
+//! trace context to the server. Request bodies are compressed when the config
+//! asks (`compression`), answers opened as they arrive.
 //!
 //! It does not own sockets or framing (`rpc-transport`, `rpc-codec`) nor typed
 //! service definitions (`#[brisk::service]` generates typed clients on top of
@@ -31,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod balance;
+mod call_span;
 pub mod client;
 pub mod cluster;
 pub mod config;

@@ -29,6 +29,7 @@ pub mod named_enum;
 pub mod serializer;
 pub mod status;
 pub mod stream;
+pub mod trace;
 
 pub use auth::{BearerToken, TokenAuth};
 pub use call::{RpcRequest, RpcResponse};

@@ -71,14 +71,25 @@ pub(crate) fn deadline_error(route: &RouteEntry, timeout: Duration) -> RpcError 
     }
 }
 
-/// Starts `req` through the interceptors, the tower layers and the handler.
-/// Without middleware this is the handler's own future, with no extra
+/// Starts `req` through the interceptors, the tower layers and the handler,
+/// inside its `rpc.server` span when a subscriber wants it. Without
+/// middleware or tracing this is the handler's own future, with no extra
 /// allocation.
 pub(crate) fn start_call<'a>(
     ctx: &'a ServerCtx,
     route: &'a RouteEntry,
     req: RpcRequest,
 ) -> CallFuture<'a> {
+    let span = crate::call_span::open(route, &req.cx);
+    let call = run_call(ctx, route, req);
+    match span.is_disabled() {
+        true => call,
+        false => crate::call_span::around(span, call),
+    }
+}
+
+/// The call's interceptors, layers and handler.
+fn run_call<'a>(ctx: &'a ServerCtx, route: &'a RouteEntry, req: RpcRequest) -> CallFuture<'a> {
     if !ctx.has_middleware() {
         return route.handler.call(route.index, req.cx, req.body);
     }

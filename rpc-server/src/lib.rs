@@ -36,8 +36,9 @@
 //!    calls.
 //! 3. [`router`] — service and method name to handler.
 //! 4. `dispatch` — runs one call: interceptors, tower layers (`layers`,
-//!    feature `tower`) and handler, panic containment, the outcome recorded;
-//!    on the connection's task or, in pool mode, on the [`pool`].
+//!    feature `tower`) and handler inside its `rpc.server` span
+//!    (`call_span`), panic containment, the outcome recorded; on the
+//!    connection's task or, in pool mode, on the [`pool`].
 //! 5. `reply` — the answer: its frame, the pool's hand-over buffer back to the
 //!    connection, the connection's coalescing `Outbox`.
 //! 6. `stream` — streaming calls: a connection's open streams (routed by
@@ -71,6 +72,7 @@
 
 mod admission;
 pub mod builder;
+mod call_span;
 pub mod config;
 mod connection;
 mod ctx;

@@ -23,7 +23,7 @@
 //! Bodies may be compressed: a request in `Content-Encoding: gzip` or
 //! `zstd` is opened before its JSON is read, and an answer of at least
 //! `compression.min_size` bytes goes in the best of what `Accept-Encoding`
-//! offers (see [`encoding`]).
+//! offers (see `http/encoding.rs`).
 //!
 //! A server stream answers `200` with `application/x-ndjson`: one JSON
 //! line per item as the handler sends them, read by hyper as the client
