@@ -23,8 +23,6 @@
 //! - A body that cannot be opened fails its call alone
 //!   ([`RpcError::Compression`]); the connection and its other calls go on.
 
-use std::io::Read;
-
 use bytes::Bytes;
 use rpc_core::{Compression, CompressionConfig, RpcError};
 
@@ -91,20 +89,16 @@ pub fn decompress(algorithm: Compression, body: &[u8], max: usize) -> Result<Byt
         source: source.map(rpc_core::Cause::new),
     };
     let mut out = Vec::with_capacity(body.len().saturating_mul(4).min(max));
-    // One byte past the limit tells "exactly max" from "more".
-    let limit = max as u64 + 1;
     let read = match algorithm {
         Compression::None => {
             out.extend_from_slice(body);
             Ok(body.len())
         }
         #[cfg(feature = "gzip")]
-        Compression::Gzip => flate2::read::MultiGzDecoder::new(body)
-            .take(limit)
-            .read_to_end(&mut out),
+        Compression::Gzip => read_limited(flate2::read::MultiGzDecoder::new(body), max, &mut out),
         #[cfg(feature = "zstd")]
         Compression::Zstd => zstd::stream::read::Decoder::with_buffer(body)
-            .and_then(|d| d.take(limit).read_to_end(&mut out)),
+            .and_then(|d| read_limited(d, max, &mut out)),
         #[allow(unreachable_patterns)]
         other => return Err(fail(missing_feature(other), None)),
     };
@@ -116,6 +110,18 @@ pub fn decompress(algorithm: Compression, body: &[u8], max: usize) -> Result<Byt
         Ok(_) => Ok(Bytes::from(out)),
         Err(e) => Err(fail(format!("corrupt compressed data: {e}"), Some(e))),
     }
+}
+
+/// Reads `reader` to its end into `out`, but not more than one byte past
+/// `max` (which tells "exactly max" from "more").
+#[cfg(any(feature = "gzip", feature = "zstd"))]
+fn read_limited(
+    reader: impl std::io::Read,
+    max: usize,
+    out: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    use std::io::Read;
+    reader.take(max as u64 + 1).read_to_end(out)
 }
 
 fn missing_feature(algorithm: Compression) -> String {
