@@ -13,11 +13,10 @@
 
 use std::time::Instant;
 
-use rpc_core::{trace, Context};
+use rpc_core::{trace, Context, HandlerFuture};
 use tracing::field::{display, Empty};
 use tracing::{Instrument, Span};
 
-use crate::dispatch::CallFuture;
 use crate::router::RouteEntry;
 
 /// The span of a call to `route` (disabled when nobody listens).
@@ -48,7 +47,7 @@ pub(crate) fn open(route: &RouteEntry, cx: &Context) -> Span {
 }
 
 /// `call`, run inside `span` (an enabled one), which records its outcome.
-pub(crate) fn around(span: Span, call: CallFuture<'_>) -> CallFuture<'_> {
+pub(crate) fn around(span: Span, call: HandlerFuture<'_>) -> HandlerFuture<'_> {
     let started = Instant::now();
     let inner = span.clone();
     Box::pin(
