@@ -182,3 +182,30 @@ async fn a_failed_call_is_recorded_with_its_code() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_runs_in_a_server_span_of_its_callers_trace() {
+    use futures::StreamExt;
+    spans();
+    bounded(30, async {
+        let (server, relay) = tracing_support::start(Dispatch::Pool).await;
+        let trace = "5bf92f3577b34da6a3ce929d0e0e4736";
+        let options = CallOptions::default()
+            .with_metadata("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"));
+        let items: Vec<u64> = relay
+            .with_options(options)
+            .count(5)
+            .await
+            .unwrap()
+            .map(|item| item.unwrap())
+            .collect()
+            .await;
+        assert_eq!(items, vec![0, 1, 2, 3, 4]);
+        let spans = spans_of(trace, 1).await;
+        let span = find(&spans, "rpc.server", "count");
+        assert_eq!(span.get("rpc.code"), Some("ok"), "{span:?}");
+        assert_eq!(span.get("rpc.service"), Some("Relay"));
+        server.shutdown().await;
+    })
+    .await;
+}

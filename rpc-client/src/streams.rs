@@ -257,10 +257,12 @@ struct OpenEndpoint<'a> {
 impl Endpoint for OpenEndpoint<'_> {
     async fn call(&self, mut req: RpcRequest) -> Result<RpcResponse, RpcError> {
         let timeout = req.cx.remaining();
-        let frame = OutFrame {
+        let mut frame = OutFrame {
             metadata: std::mem::take(req.cx.metadata_mut()),
             ..OutFrame::stream_open(req.serializer().id(), req.service, req.method, req.body)
         };
+        // Feature `otel`: the server's stream span continues the caller's trace.
+        rpc_core::trace::propagate(&tracing::Span::current(), &mut frame.metadata);
         let open = self
             .client
             .open_on_transport(frame, self.client_streams, timeout, self.options)

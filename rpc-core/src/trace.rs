@@ -85,8 +85,13 @@ pub fn record_outcome<T>(
         Ok(_) => crate::Code::Ok,
         Err(e) => e.code(),
     };
+    record_code(span, code, started);
+}
+
+/// [`record_outcome`] for an end known by its code (a stream's).
+pub fn record_code(span: &tracing::Span, code: crate::Code, started: std::time::Instant) {
     span.record("rpc.code", code.name());
-    if result.is_err() {
+    if code != crate::Code::Ok {
         span.record("otel.status_code", "error");
     }
     span.record("duration_us", started.elapsed().as_micros() as u64);

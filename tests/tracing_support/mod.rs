@@ -10,6 +10,12 @@ use crate::common::{server_config, CalcClient, CalcImpl, CalcServer};
 #[brisk::service]
 pub trait Relay {
     async fn relay(&self, cx: &Context, a: i64, b: i64) -> Result<i64, Status>;
+    /// `0..n`, as a server stream.
+    async fn count(
+        &self,
+        cx: &Context,
+        n: u64,
+    ) -> Result<impl futures::Stream<Item = Result<u64, Status>> + Send, Status>;
 }
 
 pub struct RelayImpl {
@@ -20,6 +26,14 @@ impl Relay for RelayImpl {
     async fn relay(&self, cx: &Context, a: i64, b: i64) -> Result<i64, Status> {
         let sum = self.calc.with_context(cx).add(a, b).await?;
         Ok(sum)
+    }
+
+    async fn count(
+        &self,
+        _cx: &Context,
+        n: u64,
+    ) -> Result<impl futures::Stream<Item = Result<u64, Status>> + Send, Status> {
+        Ok(futures::stream::iter((0..n).map(Ok)))
     }
 }
 

@@ -26,6 +26,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use rpc_core::stream::StreamPeer;
 use rpc_core::{Code, Endpoint, Next, RpcError, RpcRequest, RpcResponse, Status, StreamIo};
+use tracing::Instrument;
 
 use crate::ctx::ServerCtx;
 use crate::panic::panic_message;
@@ -81,6 +82,8 @@ pub(crate) async fn run_stream(
     let cancel = req.cx.cancellation().clone();
     let deadline = req.cx.deadline();
     let started = Instant::now();
+    // The stream's `rpc.server` span: the handler runs inside it.
+    let span = crate::call_span::open(&route, &req.cx);
     let work = async {
         if ctx.interceptors.is_empty() {
             route
@@ -98,7 +101,8 @@ pub(crate) async fn run_stream(
                 .map(|_| ())
                 .map_err(status_of)
         }
-    };
+    }
+    .instrument(span.clone());
     let expiry = async {
         match deadline {
             Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
@@ -121,6 +125,12 @@ pub(crate) async fn run_stream(
             format!("{}.{}: the stream's deadline passed", route.service, route.method),
         ))),
     };
+    let code = match &end {
+        Some(Ok(())) => Code::Ok,
+        Some(Err(status)) => status.code(),
+        None => Code::Cancelled,
+    };
+    rpc_core::trace::record_code(&span, code, started);
     match end {
         Some(end) => {
             route.metrics.record(started.elapsed(), end.is_ok());
