@@ -9,12 +9,19 @@
 //! into the request's `traceparent` (see `rpc_core::trace`), so the server's
 //! span is its child.
 //!
-//! At `DEBUG` level: when no subscriber wants it, a call pays one filter
-//! check and nothing else.
+//! At `DEBUG` level: when no subscriber wants that level, a call pays one
+//! load of the global level filter ([`wanted`]) and nothing else.
 
 use rpc_core::{trace, Metadata};
 use tracing::field::Empty;
 use tracing::Span;
+
+/// Whether any subscriber may want a call span: the global level filter
+/// lets `DEBUG` through (checked before a span value is built).
+#[inline]
+pub(crate) fn wanted() -> bool {
+    tracing::level_enabled!(tracing::Level::DEBUG)
+}
 
 /// The span of a call to `service.method` (disabled when nobody listens).
 pub(crate) fn open(service: &str, method: &str) -> Span {

@@ -234,7 +234,10 @@ impl Client {
         mut frame: OutFrame,
         settings: &CallSettings<'_>,
     ) -> Result<RpcResponse, RpcError> {
-        let span = call_span::open(&frame.service, &frame.method);
+        let span = match call_span::wanted() {
+            true => call_span::open(&frame.service, &frame.method),
+            false => tracing::Span::none(),
+        };
         if span.is_disabled() {
             return self.tries(frame, settings, &span).await;
         }

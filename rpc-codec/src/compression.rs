@@ -31,8 +31,12 @@ pub const BODY_MASK: u8 = 0b0000_0011;
 /// Where the algorithm a caller takes its answer in starts (bits 2-3).
 const ACCEPT_SHIFT: u8 = 2;
 
+/// Bits 2-3 of the flags byte: the algorithm a caller takes its answer in.
+pub const ACCEPT_MASK: u8 = BODY_MASK << ACCEPT_SHIFT;
+
 /// The flags byte of a frame whose body is compressed with `body` and whose
 /// sender takes its answer in `accept`.
+#[inline]
 pub fn flags(body: Compression, accept: Compression) -> u8 {
     body as u8 | (accept as u8) << ACCEPT_SHIFT
 }
@@ -55,7 +59,11 @@ pub fn body_compression(flags: u8) -> Result<Compression, RpcError> {
 
 /// The algorithm a request with these flags takes its answer in, if this
 /// build has it ([`Compression::None`] otherwise: the answer goes plain).
+#[inline]
 pub fn accepted(flags: u8) -> Compression {
+    if flags & ACCEPT_MASK == 0 {
+        return Compression::None;
+    }
     match body_compression(flags >> ACCEPT_SHIFT) {
         Ok(c) if is_available(c) => c,
         _ => Compression::None,
@@ -71,13 +79,30 @@ pub fn is_available(algorithm: Compression) -> bool {
     }
 }
 
+/// Whether a frame with these flags has a compressed body (or claims to).
+#[inline]
+pub fn is_compressed(flags: u8) -> bool {
+    flags & BODY_MASK != 0
+}
+
 /// The body of a frame with these flags, decompressed when it was
 /// compressed (a plain body is returned as it is, without a copy), and at
 /// most `max` bytes.
+#[inline]
 pub fn open_body(flags: u8, body: Bytes, max: usize) -> Result<Bytes, RpcError> {
+    if !is_compressed(flags) {
+        return Ok(body);
+    }
+    open_compressed(flags, &body, max)
+}
+
+/// [`open_body`]'s rare case, out of the hot path.
+#[cold]
+#[inline(never)]
+fn open_compressed(flags: u8, body: &[u8], max: usize) -> Result<Bytes, RpcError> {
     match body_compression(flags)? {
-        Compression::None => Ok(body),
-        algorithm => decompress(algorithm, &body, max),
+        Compression::None => Ok(Bytes::copy_from_slice(body)),
+        algorithm => decompress(algorithm, body, max),
     }
 }
 

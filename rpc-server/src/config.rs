@@ -279,16 +279,20 @@ impl AnswerCompression {
         Ok(())
     }
 
-    /// How to compress the answer to a request with these flags: in the
-    /// algorithm it asks for, when this server answers compressed.
-    pub(crate) fn for_request(&self, flags: u8) -> Option<BodyCompressor> {
+    /// The algorithm to answer a request with these flags in: the one it
+    /// asks for, when this server answers compressed and has it
+    /// ([`Compression::None`] otherwise). One mask test in the usual case.
+    #[inline]
+    pub(crate) fn answer_in(&self, flags: u8) -> Compression {
         if !self.answers {
-            return None;
+            return Compression::None;
         }
-        match rpc_codec::compression::accepted(flags) {
-            Compression::None => None,
-            algorithm => Some(BodyCompressor::new(algorithm, self.min_size, self.level)),
-        }
+        rpc_codec::compression::accepted(flags)
+    }
+
+    /// The compressor of an answer in `algorithm`, with these settings.
+    pub(crate) fn compressor(&self, algorithm: Compression) -> BodyCompressor {
+        BodyCompressor::new(algorithm, self.min_size, self.level)
     }
 }
 

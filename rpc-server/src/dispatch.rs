@@ -80,12 +80,13 @@ pub(crate) fn start_call<'a>(
     route: &'a RouteEntry,
     req: RpcRequest,
 ) -> CallFuture<'a> {
-    let span = crate::call_span::open(route, &req.cx);
-    let call = run_call(ctx, route, req);
-    match span.is_disabled() {
-        true => call,
-        false => crate::call_span::around(span, call),
+    if crate::call_span::wanted() {
+        let span = crate::call_span::open(route, &req.cx);
+        if !span.is_disabled() {
+            return crate::call_span::around(span, run_call(ctx, route, req));
+        }
     }
+    run_call(ctx, route, req)
 }
 
 /// The call's interceptors, layers and handler.

@@ -201,7 +201,7 @@ mod tests {
             reply_to: ReplyTo {
                 id,
                 serializer: 1,
-                compress: None,
+                answer_in: rpc_core::Compression::None,
             },
             deadline: at.map(|at| (at, Duration::from_millis(10))),
         }

@@ -221,7 +221,9 @@ async fn serve_halves<R, W>(
     // mode only).
     let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
         pool,
-        answers: Arc::new(PoolAnswers::new(transport.max_frame_size)),
+        answers: Arc::new(
+            PoolAnswers::new(transport.max_frame_size).with_compression(ctx.config.compression),
+        ),
     });
     let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
 

@@ -116,7 +116,7 @@ impl<'a> DirectCall<'a> {
         outbox: &mut Outbox<W>,
     ) {
         let result = finish_call(ctx, self.route, elapsed, outcome);
-        outbox.push(self.reply_to.answer(result));
+        outbox.push(self.reply_to.answer(result, &ctx.config.compression));
         outbox.hold(self.reserved);
     }
 }
@@ -238,16 +238,20 @@ impl<'a> Conn<'a, '_> {
         }
         // A compressed body is opened here, so handlers, interceptors and
         // layers see it plain; one that cannot be opened fails this call only.
-        let body = match rpc_codec::compression::open_body(
-            frame.header.flags,
-            frame.body,
-            ctx.config.transport.max_frame_size,
-        ) {
-            Ok(body) => body,
-            Err(e) => {
-                warn!(peer = ?self.peer, request_id = id, error = %e, "request body not opened");
-                self.reply_error(reply_to, stream, e, answers);
-                return None;
+        let body = if !rpc_codec::compression::is_compressed(frame.header.flags) {
+            frame.body
+        } else {
+            match rpc_codec::compression::open_body(
+                frame.header.flags,
+                frame.body,
+                ctx.config.transport.max_frame_size,
+            ) {
+                Ok(body) => body,
+                Err(e) => {
+                    warn!(peer = ?self.peer, request_id = id, error = %e, "request body not opened");
+                    self.reply_error(reply_to, stream, e, answers);
+                    return None;
+                }
             }
         };
         let timeout_ms = frame.header.timeout_ms;

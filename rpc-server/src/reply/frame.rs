@@ -8,7 +8,7 @@
 //! instead of waiting for its timeout.
 
 use bytes::BytesMut;
-use rpc_codec::compression::{self, BodyCompressor};
+use rpc_codec::compression;
 use rpc_codec::{Header, OutFrame};
 use rpc_core::{Compression, RpcError, RpcResponse};
 
@@ -23,36 +23,44 @@ use tracing::warn;
 pub(crate) struct ReplyTo {
     pub id: u64,
     pub serializer: u8,
-    /// How the answer's body is compressed: in what the request asked for,
-    /// when the server answers compressed (see `AnswerCompression`).
-    pub compress: Option<BodyCompressor>,
+    /// The compression the answer goes in: what the request asked for, when
+    /// the server answers compressed (see `AnswerCompression`); one byte, so
+    /// the answer address stays two words.
+    pub answer_in: Compression,
 }
 
 impl ReplyTo {
     /// The caller of a request frame, answered as `compression` says.
+    #[inline]
     pub fn of(header: &Header, compression: &AnswerCompression) -> Self {
         ReplyTo {
             id: header.request_id,
             serializer: header.serializer,
-            compress: compression.for_request(header.flags),
+            answer_in: compression.answer_in(header.flags),
         }
     }
 
     /// The answer frame for the call's outcome (with the metadata the
-    /// handler sent back, if any). Run where the call ran (a worker, in
-    /// pool dispatch), so compressing an answer costs no I/O task time.
-    pub fn answer(self, result: Result<RpcResponse, RpcError>) -> OutFrame {
+    /// handler sent back, if any), its body compressed as the caller asked
+    /// and `compression` allows. Run where the call ran (a worker, in pool
+    /// dispatch), so compressing an answer costs no I/O task time.
+    #[inline]
+    pub fn answer(
+        self,
+        result: Result<RpcResponse, RpcError>,
+        compression: &AnswerCompression,
+    ) -> OutFrame {
         match result {
             Ok(RpcResponse { body, metadata }) => {
-                let (body, flags) = match self.compress {
-                    None => (body, 0),
-                    Some(compressor) => {
-                        let (body, used) = compressor.compress(body);
-                        (body, compression::flags(used, Compression::None))
+                let mut frame = match self.answer_in {
+                    Compression::None => OutFrame::response(self.id, self.serializer, body),
+                    algorithm => {
+                        let (body, used) = compression.compressor(algorithm).compress(body);
+                        let mut frame = OutFrame::response(self.id, self.serializer, body);
+                        frame.flags = compression::flags(used, Compression::None);
+                        frame
                     }
                 };
-                let mut frame = OutFrame::response(self.id, self.serializer, body);
-                frame.flags = flags;
                 frame.metadata = metadata;
                 frame
             }

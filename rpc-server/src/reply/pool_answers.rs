@@ -51,6 +51,7 @@ use rpc_core::{RpcError, RpcResponse};
 use rpc_transport::Reserved;
 
 use super::frame::{encode_answer, ReplyTo};
+use crate::config::AnswerCompression;
 
 /// One connection's answers from the worker pool, and its calls still there.
 pub(crate) struct PoolAnswers {
@@ -58,6 +59,8 @@ pub(crate) struct PoolAnswers {
     /// Calls submitted to the pool and not answered yet.
     in_flight: AtomicUsize,
     max_frame: usize,
+    /// How answers are compressed (the server's `compression`).
+    compression: AnswerCompression,
 }
 
 struct State {
@@ -85,7 +88,15 @@ impl PoolAnswers {
             }),
             in_flight: AtomicUsize::new(0),
             max_frame,
+            compression: AnswerCompression::default(),
         }
+    }
+
+    /// Answers compressed as `compression` says (default: the server's
+    /// default settings).
+    pub fn with_compression(mut self, compression: AnswerCompression) -> Self {
+        self.compression = compression;
+        self
     }
 
     /// Counts a call handed to the pool; its [`AnswerSlot`] answers it (or,
@@ -203,7 +214,10 @@ impl AnswerSlot {
     pub fn answer(mut self, result: Result<RpcResponse, RpcError>) {
         // Built before the slot gives up its duty: a panic here still counts
         // the call done (on drop).
-        let frame = self.reply_to.answer(result);
+        let Some(compression) = self.answers.as_ref().map(|a| a.compression) else {
+            return;
+        };
+        let frame = self.reply_to.answer(result, &compression);
         if let Some(answers) = self.answers.take() {
             answers.deliver(Some(&frame), self.reserved.take());
         }
@@ -272,7 +286,7 @@ mod tests {
                 ReplyTo {
                     id: 1,
                     serializer: 1,
-                    compress: None,
+                    answer_in: rpc_core::Compression::None,
                 },
                 Some(reserved),
             )
@@ -320,7 +334,7 @@ mod tests {
             ReplyTo {
                 id: 1,
                 serializer: 0,
-                compress: None,
+                answer_in: rpc_core::Compression::None,
             },
             None,
         );
@@ -328,7 +342,7 @@ mod tests {
             ReplyTo {
                 id: 2,
                 serializer: 0,
-                compress: None,
+                answer_in: rpc_core::Compression::None,
             },
             None,
         );
@@ -371,7 +385,7 @@ mod tests {
                 ReplyTo {
                     id: 8,
                     serializer: 0,
-                    compress: None,
+                    answer_in: rpc_core::Compression::None,
                 },
                 None,
             )
@@ -392,7 +406,7 @@ mod tests {
             ReplyTo {
                 id: 1,
                 serializer: 0,
-                compress: None,
+                answer_in: rpc_core::Compression::None,
             },
             None,
         );
@@ -422,7 +436,7 @@ mod tests {
                 ReplyTo {
                     id: 3,
                     serializer: 0,
-                    compress: None,
+                    answer_in: rpc_core::Compression::None,
                 },
                 None,
             )
@@ -444,7 +458,7 @@ mod tests {
             ReplyTo {
                 id: 1,
                 serializer: 0,
-                compress: None,
+                answer_in: rpc_core::Compression::None,
             },
             None,
         );

@@ -83,7 +83,10 @@ pub(crate) async fn run_stream(
     let deadline = req.cx.deadline();
     let started = Instant::now();
     // The stream's `rpc.server` span: the handler runs inside it.
-    let span = crate::call_span::open(&route, &req.cx);
+    let span = match crate::call_span::wanted() {
+        true => crate::call_span::open(&route, &req.cx),
+        false => tracing::Span::none(),
+    };
     let work = async {
         if ctx.interceptors.is_empty() {
             route
