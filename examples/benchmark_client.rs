@@ -1,5 +1,6 @@
 //! The brisk benchmark client: jkbenchmark's scene matrix (player × scenario × concurrency ×
-//! call mode × connect type × write mode × serializer × payload × server dispatch/queue)
+//! call mode × connect type × write mode × serializer × compression × payload size and kind ×
+//! server dispatch/queue)
 //! against the benchmark server of every player — brisk, tarpc, tonic, volo, raw — with
 //! jkbenchmark's per-scene lines, Dubbo's boxed report, the computed verdicts and
 //! JSON/CSV/SVG/HTML results.
@@ -10,6 +11,7 @@
 //! cargo run --release --example benchmark_client -- --preset connect-type --players brisk,tarpc
 //! cargo run --release --example benchmark_client -- --scenario nth,db --concurrency 1,20 --call-mode sync,async
 //! cargo run --release --example benchmark_client -- --addr 127.0.0.1:9080 --scenario echo --payload 1k,10k
+//! cargo run --release --example benchmark_client -- --preset compression --payload-kind text --compression none,zstd
 //! cargo run --release --features etcd --example benchmark_client -- --registry etcd://127.0.0.1:2379 --balancer round_robin
 //! ```
 //!

@@ -9,18 +9,25 @@
 //! frames, and shows coalescing (several answers per write) directly. Writes larger than the
 //! MSS (32–64 KiB on loopback) count several segments each.
 //!
+//! The same lines give `bytes_sent`, what each side put on the wire (TCP payload, headers
+//! excluded): the suite's bytes per call, which shows what body compression saves.
+//!
 //! Counts are per socket and cumulative; a socket that closes between two readings takes its
 //! count with it, so the figure is meaningful for persistent connections only.
 
 use std::process::Command;
 
-/// Data segments sent so far on the established sockets of one port.
+/// Data segments and bytes sent so far on the established sockets of one port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SegmentCounts {
-    /// By the sockets whose local port is the port (the server's side).
+    /// Segments sent by the sockets whose local port is the port (the server's side).
     pub server: u64,
-    /// By the sockets whose peer port is the port (the clients' side).
+    /// Segments sent by the sockets whose peer port is the port (the clients' side).
     pub client: u64,
+    /// Bytes sent by the server's side (`bytes_sent`).
+    pub server_bytes: u64,
+    /// Bytes sent by the clients' side.
+    pub client_bytes: u64,
 }
 
 /// Reads the counts for `port` with `ss -tinH`; `None` when `ss` is missing or fails.
@@ -36,8 +43,8 @@ pub fn data_segments(port: u16) -> Option<SegmentCounts> {
     Some(parse_ss(&String::from_utf8_lossy(&out.stdout), port))
 }
 
-/// Sums `data_segs_out` of `ss -tinH` output: a line per socket (`Recv-Q Send-Q local peer`),
-/// then an indented line of its TCP info.
+/// Sums `data_segs_out` and `bytes_sent` of `ss -tinH` output: a line per socket (`Recv-Q
+/// Send-Q local peer`), then an indented line of its TCP info.
 fn parse_ss(text: &str, port: u16) -> SegmentCounts {
     let port_of = |addr: &str| {
         addr.rsplit_once(':')
@@ -58,14 +65,22 @@ fn parse_ss(text: &str, port: u16) -> SegmentCounts {
             };
             continue;
         }
-        let segs = line
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix("data_segs_out:"))
-            .and_then(|v| v.parse::<u64>().ok());
-        match (side.take(), segs) {
-            (Some(true), Some(n)) => counts.server += n,
-            (Some(false), Some(n)) => counts.client += n,
-            _ => {}
+        let field = |name: &str| {
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        let (segs, bytes) = (field("data_segs_out:"), field("bytes_sent:"));
+        match side.take() {
+            Some(true) => {
+                counts.server += segs.unwrap_or(0);
+                counts.server_bytes += bytes.unwrap_or(0);
+            }
+            Some(false) => {
+                counts.client += segs.unwrap_or(0);
+                counts.client_bytes += bytes.unwrap_or(0);
+            }
+            None => {}
         }
     }
     counts
@@ -77,15 +92,17 @@ mod tests {
 
     #[test]
     fn sums_each_side_of_the_port() {
-        let text = "0 0 127.0.0.1:54000 127.0.0.1:45999\n\t bbr segs_out:9 data_segs_out:5 data_segs_in:5\n\
-                    0 0 127.0.0.1:45999 127.0.0.1:54000\n\t bbr segs_out:6 data_segs_out:4\n\
+        let text = "0 0 127.0.0.1:54000 127.0.0.1:45999\n\t bbr bytes_sent:70 segs_out:9 data_segs_out:5 data_segs_in:5\n\
+                    0 0 127.0.0.1:45999 127.0.0.1:54000\n\t bbr bytes_sent:30 bytes_acked:31 segs_out:6 data_segs_out:4\n\
                     0 0 127.0.0.1:45999 127.0.0.1:54002\n\t bbr data_segs_out:10\n\
-                    0 0 [::1]:7 [::1]:8\n\t data_segs_out:99\n";
+                    0 0 [::1]:7 [::1]:8\n\t bytes_sent:5 data_segs_out:99\n";
         assert_eq!(
             parse_ss(text, 45999),
             SegmentCounts {
                 server: 14,
-                client: 5
+                client: 5,
+                server_bytes: 30,
+                client_bytes: 70,
             }
         );
         assert_eq!(
@@ -116,5 +133,10 @@ mod tests {
         let after = data_segments(port).unwrap();
         assert_eq!(after.server - before.server, 5);
         assert_eq!(after.client - before.client, 5);
+        // `bytes_sent` is in kernels from 4.19 on; an older one leaves it out of `ss`.
+        if after.client_bytes > 0 {
+            assert_eq!(after.server_bytes - before.server_bytes, 20);
+            assert_eq!(after.client_bytes - before.client_bytes, 20);
+        }
     }
 }

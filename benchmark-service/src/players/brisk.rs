@@ -1,5 +1,6 @@
 //! The brisk player: the benchmark service's typed brisk client, built from the scene's brisk
-//! options (connect type and connection count, write mode, serializer); the server side is
+//! options (connect type and connection count, write mode, serializer, body compression); the
+//! server side is
 //! [`crate::server`], which applies the scene's dispatch and queue.
 //!
 //! `percall` (seed 001's `ab` without `-k`) is brisk-only: a fresh client and connection per
@@ -17,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::brisk::{
-    CallOptions, Client as BriskClient, ClientConfig, Connect, ConnectType, Payload,
-    SerializerKind, Status, WriteMode,
+    CallOptions, Client as BriskClient, ClientConfig, Compression, CompressionConfig, Connect,
+    ConnectType, Payload, SerializerKind, Status, WriteMode,
 };
 use bytes::Bytes;
 use strum::{Display, EnumString, IntoStaticStr, VariantNames};
@@ -29,8 +30,9 @@ use crate::service::BenchmarkServiceClient;
 
 /// What the suite sets for brisk.
 pub const SETTINGS: &str = "the scene's connect type (fixed × the scene's connections by \
-default), async write, msgpack; server: the scene's dispatch (pool with the transfer queue by \
-default, direct where a preset says), I/O threads = CPUs; max_try_count 1; streams: the scene's \
+default), async write, msgpack, no body compression unless the scene's compression says (then \
+bodies from 1 KiB at level 1, the server answering in kind); server: the scene's dispatch (pool \
+with the transfer queue by default, direct where a preset says), I/O threads = CPUs; max_try_count 1; streams: the scene's \
 timeout as each stream's deadline, default credit window (256 items each way)";
 
 /// How the client holds its connections: brisk's three connect types plus
@@ -86,6 +88,8 @@ pub struct BriskOptions {
     pub write_mode: WriteMode,
     /// Serializer.
     pub serializer: SerializerKind,
+    /// Body compression of the requests, and of the answers the client asks for.
+    pub compression: Compression,
 }
 
 impl Default for BriskOptions {
@@ -94,6 +98,7 @@ impl Default for BriskOptions {
             connect: ConnectKind::Fixed,
             write_mode: WriteMode::Async,
             serializer: SerializerKind::MsgPack,
+            compression: Compression::None,
         }
     }
 }
@@ -289,6 +294,7 @@ pub fn client_config(
     let mut c = ClientConfig {
         write_mode: options.write_mode,
         serializer: options.serializer,
+        compression: CompressionConfig::new(options.compression),
         request_timeout: timeout,
         max_try_count: 1,
         ..ClientConfig::default()

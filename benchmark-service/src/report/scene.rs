@@ -81,6 +81,14 @@ pub struct SceneResult {
     pub runtime_ms: f64,
     /// jkbenchmark latency bucket counts (see [`BUCKET_LABELS`]).
     pub buckets: [u64; BUCKET_COUNT],
+    /// Body compression (`none`, `zstd`, `gzip`; brisk only, empty for the peers and in
+    /// results written before it existed).
+    #[serde(default)]
+    pub compression: String,
+    /// What the payload held (`fill`, `text`, `random`; empty when the scenario has no payload,
+    /// and in results written before it existed).
+    #[serde(default)]
+    pub payload_kind: String,
     /// Each round's headline figures, in run order (empty for results of one round written
     /// by older versions); the verdicts compare scenes round by round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -92,7 +100,7 @@ pub struct SceneResult {
 }
 
 /// Names accepted by [`SceneResult::option`] (the fields a comparison can group by).
-pub const OPTION_NAMES: [&str; 12] = [
+pub const OPTION_NAMES: [&str; 14] = [
     "player",
     "scenario",
     "concurrency",
@@ -105,6 +113,8 @@ pub const OPTION_NAMES: [&str; 12] = [
     "queue",
     "serializer",
     "payload",
+    "compression",
+    "payload_kind",
 ];
 
 impl SceneResult {
@@ -184,12 +194,21 @@ impl SceneResult {
         }
     }
 
-    /// jkbenchmark's scene name: `<player>-<action>-c<conc>-n<requests>-<sync|async>`.
+    /// jkbenchmark's scene name: `<player>-<action>-c<conc>-n<requests>-<sync|async>`, then
+    /// `-<payload kind>` unless it is empty or `fill`, and `-<compression>` unless it is empty
+    /// or `none` (the runner's [`Scene::name`](crate::runner::plan::Scene::name)).
     pub fn name(&self) -> String {
-        format!(
+        let mut name = format!(
             "{}-{}-c{}-n{}-{}",
             self.player, self.scenario, self.concurrency, self.requests, self.call_mode
-        )
+        );
+        for (value, default) in [(&self.payload_kind, "fill"), (&self.compression, "none")] {
+            if !value.is_empty() && value != default {
+                name.push('-');
+                name.push_str(value);
+            }
+        }
+        name
     }
 
     /// The value of a configuration field by name (one of [`OPTION_NAMES`]), as text.
@@ -207,6 +226,8 @@ impl SceneResult {
             "queue" => self.queue.clone(),
             "serializer" => self.serializer.clone(),
             "payload" => self.payload.to_string(),
+            "compression" => self.compression.clone(),
+            "payload_kind" => self.payload_kind.clone(),
             _ => return None,
         })
     }
@@ -341,6 +362,36 @@ mod tests {
         v.as_object_mut().expect("object").remove("extra");
         let back: SceneResult = serde_json::from_value(v).expect("without extra");
         assert!(back.extra.is_empty());
+    }
+
+    #[test]
+    fn compression_and_payload_kind_are_options_and_name_suffixes() {
+        let mut s = sample_scene();
+        s.scenario = "echo".into();
+        for (kind, compression, name) in [
+            ("", "", "brisk-echo-c20-n1000-sync"),
+            ("fill", "none", "brisk-echo-c20-n1000-sync"),
+            ("text", "none", "brisk-echo-c20-n1000-sync-text"),
+            ("fill", "zstd", "brisk-echo-c20-n1000-sync-zstd"),
+            ("random", "gzip", "brisk-echo-c20-n1000-sync-random-gzip"),
+        ] {
+            s.payload_kind = kind.into();
+            s.compression = compression.into();
+            assert_eq!(s.name(), name);
+            assert_eq!(s.option("payload_kind").as_deref(), Some(kind));
+            assert_eq!(s.option("compression").as_deref(), Some(compression));
+        }
+        // Results written before the two fields existed still read.
+        let mut v = serde_json::to_value(&s).expect("value");
+        let fields = v.as_object_mut().expect("object");
+        fields.remove("compression");
+        fields.remove("payload_kind");
+        let old: SceneResult = serde_json::from_value(v).expect("without the new fields");
+        assert_eq!(
+            (old.compression.as_str(), old.payload_kind.as_str()),
+            ("", "")
+        );
+        assert_eq!(old.name(), "brisk-echo-c20-n1000-sync");
     }
 
     #[test]

@@ -12,7 +12,9 @@ use std::fmt::Write as _;
 use crate::players::Player;
 use crate::report::{judge, Claim, Filter, Judgement, Metric, SceneResult};
 
-use super::plan::{ConnectKind, Plan, Scenario, Scene};
+use brisk::Compression;
+
+use super::plan::{ConnectKind, PayloadKind, Plan, Scenario, Scene};
 
 /// Issue 19's goal on the streaming scenarios: brisk moves at least this many times the best
 /// peer's messages per second. Every player's call of a streaming scenario moves the same
@@ -21,20 +23,22 @@ use super::plan::{ConnectKind, Plan, Scenario, Scene};
 pub const STREAM_GOAL: f64 = 2.0;
 
 /// The options that make one comparison point of players.
-const POINT: [&str; 5] = [
+const POINT: [&str; 6] = [
     "scenario",
     "call_mode",
     "concurrency",
     "payload",
+    "payload_kind",
     "connections",
 ];
 
 /// brisk's own options besides the one compared.
-const BRISK_OPTIONS: [&str; 6] = [
+const BRISK_OPTIONS: [&str; 7] = [
     "connect_type",
     "connections",
     "write_mode",
     "serializer",
+    "compression",
     "dispatch",
     "queue",
 ];
@@ -73,6 +77,9 @@ fn point_text(s: &Scene) -> String {
     if s.payload > 0 {
         let _ = write!(t, " {} B", s.payload);
     }
+    if !matches!(s.payload_kind_name(), "" | "fill") {
+        let _ = write!(t, " {}", s.payload_kind);
+    }
     let _ = write!(t, " ×{} conn", s.connections);
     t
 }
@@ -83,8 +90,23 @@ fn point_scope(s: &Scene) -> Filter {
         ("call_mode".into(), s.call_mode.name().into()),
         ("concurrency".into(), s.concurrency.to_string()),
         ("payload".into(), s.payload.to_string()),
+        (
+            "payload_kind".into(),
+            or_unset(s.payload_kind_name(), PayloadKind::Fill.name()),
+        ),
         ("connections".into(), s.connections.to_string()),
     ])
+}
+
+/// A filter value for an option added after results were first written: `value`, and when it
+/// is the option's default also the empty value that such older results (and hand-made ones)
+/// hold for it.
+fn or_unset(value: &str, default: &str) -> String {
+    if value == default {
+        format!("{value}|")
+    } else {
+        value.to_owned()
+    }
 }
 
 /// brisk against the peers, and against raw, at every point where they ran; one claim per
@@ -121,6 +143,7 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
             s.call_mode,
             s.concurrency,
             s.payload,
+            s.payload_kind,
             s.connections,
         )
     };
@@ -145,6 +168,10 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
             ("connect_type".to_owned(), connect.name().to_owned()),
             ("write_mode".to_owned(), first.write_mode.name().to_owned()),
             ("serializer".to_owned(), first.serializer.name().to_owned()),
+            (
+                "compression".to_owned(),
+                or_unset(first.compression.name(), Compression::None.name()),
+            ),
         ];
         let who = if dispatches.len() > 1 {
             subject.push(("dispatch".to_owned(), dispatch.name().to_owned()));
@@ -211,6 +238,7 @@ fn setting_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
                 .is_some_and(|q| q.to_string() == value),
             "dispatch" => s.server.is_some_and(|c| c.dispatch.name() == value),
             "serializer" => s.serializer.name() == value,
+            "compression" => s.compression.name() == value,
             _ => false,
         })
     };
@@ -285,7 +313,16 @@ fn setting_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
         {
             continue;
         }
-        let mut group_by = point_keys(plan, &["scenario", "call_mode", "concurrency", "payload"]);
+        let mut group_by = point_keys(
+            plan,
+            &[
+                "scenario",
+                "call_mode",
+                "concurrency",
+                "payload",
+                "payload_kind",
+            ],
+        );
         group_by.extend(
             BRISK_OPTIONS
                 .iter()
@@ -340,6 +377,17 @@ pub fn verdict_lines(judgements: &[Judgement]) -> String {
     out
 }
 
+/// One column of the framework table: a point of the scenes, and its label.
+#[derive(Debug, Clone, PartialEq)]
+struct Column {
+    scenario: String,
+    concurrency: u32,
+    payload: u64,
+    payload_kind: String,
+    connections: u32,
+    label: String,
+}
+
 /// Seed 004's framework table as Markdown: one row per player × call mode, one column per
 /// scenario × concurrency, each cell the median TPS — for the streaming scenarios the median
 /// messages/s (calls/s × messages per call), said in the column's label; then a row per call
@@ -355,19 +403,23 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
         if s.payload > 0 {
             let _ = write!(label, " {} B", s.payload);
         }
+        if !matches!(s.payload_kind.as_str(), "" | "fill") {
+            let _ = write!(label, " {}", s.payload_kind);
+        }
         if several_counts {
             let _ = write!(label, " ×{} conn", s.connections);
         }
         if is_stream(&s.scenario) {
             label.push_str(" msgs/s");
         }
-        (
-            s.scenario.clone(),
-            s.concurrency,
-            s.payload,
-            s.connections,
+        Column {
+            scenario: s.scenario.clone(),
+            concurrency: s.concurrency,
+            payload: s.payload,
+            payload_kind: s.payload_kind.clone(),
+            connections: s.connections,
             label,
-        )
+        }
     }));
     let modes = distinct(results.iter().map(|s| s.call_mode.clone()));
     // brisk's first scene at each point (its first dispatch, connect type, write mode and
@@ -376,16 +428,17 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
         .iter()
         .find(|s| s.player == "brisk")
         .map(|s| s.dispatch.clone());
-    let cell = |player: &str, mode: &str, col: &(String, u32, u64, u32, String)| {
+    let cell = |player: &str, mode: &str, col: &Column| {
         results
             .iter()
             .find(|s| {
                 s.player == player
                     && s.call_mode == mode
-                    && s.scenario == col.0
-                    && s.concurrency == col.1
-                    && s.payload == col.2
-                    && s.connections == col.3
+                    && s.scenario == col.scenario
+                    && s.concurrency == col.concurrency
+                    && s.payload == col.payload
+                    && s.payload_kind == col.payload_kind
+                    && s.connections == col.connections
                     && (player != "brisk" || Some(&s.dispatch) == brisk_dispatch.as_ref())
             })
             .map(|s| match s.extra.get("msgs_per_s") {
@@ -395,7 +448,7 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
     };
     let mut out = String::from("| player | mode |");
     for c in &columns {
-        let _ = write!(out, " {} |", c.4);
+        let _ = write!(out, " {} |", c.label);
     }
     out.push_str("\n|---|---|");
     out.push_str(&"---|".repeat(columns.len()));
@@ -554,6 +607,64 @@ mod tests {
             (j.verdict, j.agreeing, j.compared),
             (Verdict::Inconclusive, 1, 2)
         );
+    }
+
+    #[test]
+    fn compression_and_payload_kind_keep_claims_to_like_scenes() {
+        use brisk::SerializerKind;
+        let plan = Settings {
+            players: Some(vec![Player::Brisk, Player::Tonic]),
+            scenarios: Some(vec![Scenario::Echo]),
+            serializers: Some(vec![SerializerKind::MsgPack, SerializerKind::Json]),
+            compressions: Some(vec![Compression::Zstd, Compression::None]),
+            payload_kinds: Some(vec![PayloadKind::Text, PayloadKind::Random]),
+            ..Settings::default()
+        }
+        .resolve()
+        .unwrap();
+        let claims = claims(&plan);
+        let peers: Vec<&Claim> = claims
+            .iter()
+            .filter(|c| c.text.contains("beats every peer"))
+            .collect();
+        // One per payload kind, brisk at its first serializer and compression.
+        assert_eq!(peers.len(), 2);
+        assert_eq!(
+            peers[0].text,
+            "brisk beats every peer on echo sync c=20 1024 B text ×10 conn"
+        );
+        assert!(peers[0]
+            .subject
+            .0
+            .contains(&("compression".to_owned(), "zstd".to_owned())));
+        assert!(peers[1]
+            .scope
+            .0
+            .contains(&("payload_kind".to_owned(), "random".to_owned())));
+        assert!(peers[0].group_by.contains(&"payload_kind".to_owned()));
+        // msgpack vs json compares scenes of one compression and one kind.
+        let serializers = claims
+            .iter()
+            .find(|c| c.text.starts_with("msgpack beats json"))
+            .unwrap();
+        for option in ["compression", "payload_kind"] {
+            assert!(
+                serializers.group_by.contains(&option.to_owned()),
+                "{option}"
+            );
+        }
+        let mut text = result("brisk", "echo", 20, "sync", &[300.0, 300.0]);
+        text.payload = 1024;
+        text.payload_kind = "text".into();
+        text.compression = "zstd".into();
+        let mut random = text.clone();
+        random.payload_kind = "random".into();
+        random.rounds[0].tps = 10.0;
+        let mut tonic = result("tonic", "echo", 20, "sync", &[200.0, 200.0]);
+        tonic.payload = 1024;
+        tonic.payload_kind = "text".into();
+        let j = judge(peers[0], &[random, text, tonic]);
+        assert_eq!((j.verdict, j.compared), (Verdict::Holds, 2));
     }
 
     #[test]

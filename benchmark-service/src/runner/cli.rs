@@ -13,15 +13,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 use clap::Parser;
 
 use crate::report::{ReportMeta, TestEnvironment};
 use crate::server::{self, ServerArgs};
 
 use super::plan::{
-    cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, Player, Preset, PresetFile,
-    PresetFileError, Scenario, Settings,
+    cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, PayloadKind, Player, Preset,
+    PresetFile, PresetFileError, Scenario, Settings,
 };
 use super::target::{ServerSource, Transport};
 use super::{run, summary_table, write_results, OutFormat, RunOptions};
@@ -40,7 +40,7 @@ fn parse_name<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> 
     s.trim().parse()
 }
 
-/// A brisk setting (write mode, serializer, dispatch, queue) read by its `FromStr`.
+/// A brisk setting (write mode, serializer, compression, dispatch, queue) read by its `FromStr`.
 fn parse_setting<T: std::str::FromStr<Err = brisk::RpcError>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: brisk::RpcError| e.to_string())
 }
@@ -72,6 +72,8 @@ Presets (flags given beside a preset override it; results go to bench-results/<p
   streams        brisk vs tonic on stream (a server stream of 100 × 1 KiB) and pingpong (100
                  round trips on a bidirectional stream), 1:1:1024 and 1:10:1024, 5 rounds;
                  messages/s and the verdict brisk ≥ 2× tonic (issue 19)
+  compression    echo 1k,10k,100k of text and of random bytes at c = cores, brisk with no, zstd
+                 and gzip body compression; bytes on the wire per call (~2 min)
 A preset is a TOML file (benchmark-service/presets/<name>.toml, compiled in); --preset-file PATH
 runs one of your own in the same format: a title and a [settings] table (players, scenarios,
 concurrency, payloads, call_modes, connect_types, configs, scene_secs, rounds, ...) whose values
@@ -189,10 +191,21 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<SerializerKind>)]
     pub serializer: Option<Vec<SerializerKind>>,
 
+    /// brisk's body compression: none, zstd, gzip — its requests from 1 KiB up, and the
+    /// answers it asks for (brisk only) [default: none; compression: none,zstd,gzip]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<Compression>)]
+    pub compression: Option<Vec<Compression>>,
+
     /// Payload sizes in bytes (echo, and each item of the streams), e.g. 1024,10k,100KiB
     /// [default: 1024]
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_bytes)]
     pub payload: Option<Vec<u64>>,
+
+    /// What the payload holds: fill (one byte repeated), text (JSON-like records, 3-6×
+    /// compressible), random (incompressible) — every player [default: fill; compression:
+    /// text,random]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<PayloadKind>)]
+    pub payload_kind: Option<Vec<PayloadKind>>,
 
     /// Server dispatch: direct, pool (one server per value) [default: pool]
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<Dispatch>)]
@@ -245,7 +258,7 @@ pub struct ClientArgs {
     pub no_out: bool,
 
     /// Option the charts compare, one series per value (e.g. connect_type, queue, write_mode,
-    /// serializer, call_mode) [default: what the run varies]
+    /// serializer, compression, payload_kind, call_mode) [default: what the run varies]
     #[arg(long, value_name = "OPTION")]
     pub compare_by: Option<String>,
 
@@ -309,7 +322,9 @@ impl ClientArgs {
             connections: self.connections.clone(),
             write_modes: self.write_mode.clone(),
             serializers: self.serializer.clone(),
+            compressions: self.compression.clone(),
             payloads: self.payload.clone(),
+            payload_kinds: self.payload_kind.clone(),
             dispatches: self.dispatch.clone(),
             queues: self.queue.clone(),
             warmup: self.warmup,

@@ -180,12 +180,13 @@ impl Variant {
             connect: scene.connect,
             write_mode: scene.write_mode,
             serializer: scene.serializer,
+            compression: scene.compression,
         };
         let client = PlayerClient::connect(scene.player, &setup, &options)
             .await
             .map_err(|e| RunError::Connect(format!("{}: {e}", scene.player)))?;
         let payload = if scene.scenario.uses_payload() {
-            Bytes::from(vec![b'x'; scene.payload as usize])
+            Bytes::from(scene.payload_kind.bytes(scene.payload as usize))
         } else {
             Bytes::new()
         };

@@ -340,6 +340,18 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
             .into_iter()
             .filter(|(_, f)| varies(*f) || scenes.len() == 1),
     );
+    // Options added later: shown when they vary, or hold something besides their default.
+    let later: [(Col, &str); 2] = [
+        (("compression", |s| s.compression.clone()), "none"),
+        (("kind", |s| s.payload_kind.clone()), "fill"),
+    ];
+    cols.extend(later.into_iter().filter_map(|(col, default)| {
+        let set = |s: &SceneResult| {
+            let v = col.1(s);
+            !v.is_empty() && v != default
+        };
+        (varies(col.1) || scenes.iter().any(set)).then_some(col)
+    }));
     cols.extend::<[Col; 9]>([
         ("TPS", |s| format!("{:.0}", s.tps)),
         ("min–max", |s| {

@@ -40,10 +40,12 @@ pub fn scene_result(
     .with_stats(&median_round);
     result.connections = scene.connections;
     result.payload = scene.payload;
+    result.payload_kind = scene.payload_kind_name().to_owned();
     if let Some(server) = scene.server {
         result.connect_type = scene.connect.name().to_owned();
         result.write_mode = scene.write_mode.name().to_owned();
         result.serializer = scene.serializer.name().to_owned();
+        result.compression = scene.compression.name().to_owned();
         if server_labels {
             result.dispatch = server.dispatch.name().to_owned();
             result.queue = server.queue_name();
@@ -99,6 +101,15 @@ pub fn scene_result(
     extra(
         "client_segments_per_call",
         per_call(&|s| s.per_call(s.client_writes.map(|w| w as f64), 1.0)),
+    );
+    // What the wire carried each way per call: frames, headers and (compressed) bodies.
+    extra(
+        "client_bytes_per_call",
+        per_call(&|s| s.per_call(s.client_bytes.map(|b| b as f64), 1.0)),
+    );
+    extra(
+        "server_bytes_per_call",
+        per_call(&|s| s.per_call(s.server_bytes.map(|b| b as f64), 1.0)),
     );
     // The median over rounds of each of seed 001's percentages.
     if let Some(first) = rounds.first() {
@@ -173,6 +184,9 @@ pub fn print_scene(
     if let Some(mb) = x("mb_per_s") {
         line.push_str(&format!("; {mb:.1} MB/s"));
     }
+    if let (Some(up), Some(down)) = (x("client_bytes_per_call"), x("server_bytes_per_call")) {
+        line.push_str(&format!("; wire B/call {up:.0} up, {down:.0} down"));
+    }
     println!("{line}");
     if let (Some(msgs), Some(n)) = (x("msgs_per_s"), x("msgs_per_call")) {
         println!(
@@ -220,7 +234,11 @@ pub fn dubbo_scene(scene: &Scene, plan: &Plan) -> DubboScene {
             if let Some(q) = choice.queue {
                 server.push_str(&format!(", {q} queue"));
             }
-            (transporter, server, scene.serializer.name().to_owned())
+            let serialization = match scene.compression {
+                brisk::Compression::None => scene.serializer.name().to_owned(),
+                c => format!("{} + {c}", scene.serializer),
+            };
+            (transporter, server, serialization)
         }
         None => (
             format!(

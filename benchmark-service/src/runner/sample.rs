@@ -81,6 +81,10 @@ pub struct Sample {
     pub client_cpu: Option<f64>,
     /// TCP data segments the clients sent in the window (≈ their writes).
     pub client_writes: Option<u64>,
+    /// Bytes the server sent in the window (TCP payload: its frames, as compressed).
+    pub server_bytes: Option<u64>,
+    /// Bytes the clients sent in the window.
+    pub client_bytes: Option<u64>,
     /// Seed 001's latency percentages of the window (`p50_ms` … `p100_ms`), which its
     /// keep-alive table sets beside the HTTP tools' figures.
     pub percentages: Vec<(String, f64)>,
@@ -106,6 +110,8 @@ impl Sample {
             server_writes: segments(|c| c.server),
             client_cpu: cpu(before.client_cpu, after.client_cpu),
             client_writes: segments(|c| c.client),
+            server_bytes: segments(|c| c.server_bytes),
+            client_bytes: segments(|c| c.client_bytes),
             percentages: recorder_percentages(rec),
         }
     }

@@ -3,7 +3,9 @@
 //! The csv crate does the quoting (RFC 4180: a field holding `,`, `"`, CR or LF is quoted,
 //! inner quotes doubled) with `\n` line ends. This file owns the columns, and keeps them
 //! stable because spreadsheets and scripts address them by name:
-//! - the configuration fields, the statistics, a computed `error_pct`, `runtime_ms`;
+//! - the configuration fields, the statistics, a computed `error_pct`, `runtime_ms`, then the
+//!   options added since (`compression`, `payload_kind`: appended, so the older columns keep
+//!   their order);
 //! - one column per latency bucket ([`CSV_BUCKET_COLUMNS`]);
 //! - `extra_<key>` for every `extra` key used by any scene, sorted, empty where a scene
 //!   lacks it — so every row has as many fields as the header.
@@ -31,7 +33,7 @@ pub const CSV_BUCKET_COLUMNS: [&str; BUCKET_COUNT] = [
 ];
 
 /// The columns before the buckets, in order.
-const SCENE_COLUMNS: [&str; 24] = [
+const SCENE_COLUMNS: [&str; 26] = [
     "player",
     "scenario",
     "concurrency",
@@ -56,6 +58,8 @@ const SCENE_COLUMNS: [&str; 24] = [
     "errors",
     "error_pct",
     "runtime_ms",
+    "compression",
+    "payload_kind",
 ];
 
 /// Writes `dir/results.csv` (see [`csv_string`]).
@@ -109,6 +113,8 @@ pub fn csv_string(scenes: &[SceneResult]) -> io::Result<String> {
             s.errors.to_string(),
             number(s.error_pct()),
             number(s.runtime_ms),
+            s.compression.clone(),
+            s.payload_kind.clone(),
         ];
         row.extend(s.buckets.iter().map(u64::to_string));
         row.extend(

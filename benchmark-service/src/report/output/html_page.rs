@@ -100,7 +100,7 @@ figcaption{font-size:11px;color:#777;text-align:center}\
 .scroll{overflow-x:auto}";
 
 /// The scene table's column headings, in order.
-const TABLE_COLUMNS: [&str; 29] = [
+const TABLE_COLUMNS: [&str; 31] = [
     "scene",
     "player",
     "scenario",
@@ -130,6 +130,8 @@ const TABLE_COLUMNS: [&str; 29] = [
     "server CPU µs/call",
     "server segments/call",
     "extra",
+    "compression",
+    "payload kind",
 ];
 
 /// The whole page.
@@ -244,6 +246,8 @@ fn push_scene_row(h: &mut String, s: &SceneResult) {
             .map(|v| format!("{v:.2}"))
             .unwrap_or_default()),
         text(&extra),
+        text(&s.compression),
+        text(&s.payload_kind),
     ];
     h.push_str("<tr>");
     for cell in cells {

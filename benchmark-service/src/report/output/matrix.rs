@@ -2,8 +2,10 @@
 //! and where on the x axis.
 //!
 //! A *matrix* is the scenes of one scenario and call mode — the shape of jkrpc's comparison
-//! tables. Within it each distinct value of the compared option(s) is one series and a
-//! numeric option is the x axis. Invariants:
+//! tables — and of one payload kind unless the kind is among the compared options (a `text`
+//! and a `random` echo of one size would otherwise meet at one x of one series). Within it
+//! each distinct value of the compared option(s) is one series and a numeric option is the x
+//! axis. Invariants:
 //! - matrices and series keep the order in which their first scene appears;
 //! - a series has at most one point per x: of several scenes at the same x (e.g. the
 //!   requests dimension of a cross product) the one with the most requests is kept, the
@@ -19,8 +21,23 @@ use crate::report::scene::{SceneResult, OPTION_NAMES};
 pub(super) struct Matrix<'a> {
     pub(super) scenario: &'a str,
     pub(super) call_mode: &'a str,
+    /// The payload kind of every scene of the matrix, when it is split by kind (empty when the
+    /// kind is compared).
+    pub(super) payload_kind: &'a str,
     /// (series value, points as (x, scene)), points in order of first appearance.
     pub(super) series: Vec<(String, Vec<(f64, &'a SceneResult)>)>,
+}
+
+impl Matrix<'_> {
+    /// The parts that name the matrix: scenario, call mode, and the payload kind unless it is
+    /// empty or the default `fill` (so a run without kinds keeps its chart names).
+    pub(super) fn name_parts(&self) -> Vec<&str> {
+        let mut parts = vec![self.scenario, self.call_mode];
+        if !self.payload_kind.is_empty() && self.payload_kind != "fill" {
+            parts.push(self.payload_kind);
+        }
+        parts
+    }
 }
 
 fn bad_x_axis(x_by: &str) -> io::Error {
@@ -57,8 +74,10 @@ pub(super) fn build_matrices<'a>(
             ),
         ));
     }
+    let by_kind = !compared.contains(&"payload_kind");
     let mut matrices: Vec<Matrix<'a>> = Vec::new();
     for scene in scenes {
+        let payload_kind = if by_kind { &scene.payload_kind[..] } else { "" };
         let value: Option<Vec<String>> = compared.iter().map(|o| scene.option(o)).collect();
         let value = value.map(|v| {
             v.into_iter()
@@ -74,15 +93,17 @@ pub(super) fn build_matrices<'a>(
         } else {
             value
         };
-        let pos = match matrices
-            .iter()
-            .position(|m| m.scenario == scene.scenario && m.call_mode == scene.call_mode)
-        {
+        let pos = match matrices.iter().position(|m| {
+            m.scenario == scene.scenario
+                && m.call_mode == scene.call_mode
+                && m.payload_kind == payload_kind
+        }) {
             Some(p) => p,
             None => {
                 matrices.push(Matrix {
                     scenario: &scene.scenario,
                     call_mode: &scene.call_mode,
+                    payload_kind,
                     series: Vec::new(),
                 });
                 matrices.len() - 1

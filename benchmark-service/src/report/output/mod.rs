@@ -3,9 +3,10 @@
 //! What [`write_all`] leaves in `dir`:
 //! - `results.json` — the [`SceneResult`]s as a pretty JSON array (lossless, re-loadable);
 //! - `results.csv` — one row per scene for spreadsheets ([`csv_string`]);
-//! - per *matrix* (the scenes of one scenario and call mode) a TPS chart (messages/s for the
-//!   streaming scenarios) and a p99 chart,
-//!   `<scenario>-<call_mode>-<compare_by>-tps.svg` and `…-p99.svg`, one series per value
+//! - per *matrix* (the scenes of one scenario and call mode, and of one payload kind unless
+//!   the charts compare kinds) a TPS chart (messages/s for the streaming scenarios) and a p99
+//!   chart, `<scenario>-<call_mode>[-<payload kind>]-<compare_by>-tps.svg` and `…-p99.svg`
+//!   (the kind named unless it is the default `fill`), one series per value
 //!   of the compared option, x = concurrency unless asked otherwise ([`svg_chart`]);
 //! - `report.html` — the header, the notes, a table of all scenes and the same SVGs
 //!   embedded inline ([`ReportMeta`] is its header).
@@ -88,8 +89,8 @@ const CHART_METRICS: [ChartMetric; 2] = [
 /// Writes the charts and the HTML report; returns the files written (the SVGs, then
 /// `report.html`).
 ///
-/// Scenes are grouped into matrices by (scenario, call mode), in order of first
-/// appearance. Within a matrix, each distinct value of the `compare_by` option (one of
+/// Scenes are grouped into matrices by (scenario, call mode, and payload kind unless
+/// `compare_by` names it), in order of first appearance. Within a matrix, each distinct value of the `compare_by` option (one of
 /// [`OPTION_NAMES`](crate::report::OPTION_NAMES), e.g. `connect_type`, `write_mode`,
 /// `queue`, `player`; several joined by `+`) is a series and `x_by` (`concurrency`,
 /// `requests`, `connections` or `payload`) is the x axis. If a series has several scenes at
@@ -145,13 +146,15 @@ pub fn write_charts_and_html_with_x(
                 })
                 .collect();
             let title = format!(
-                "{} {} — {title_word} by {compare_by}",
-                m.scenario, m.call_mode
+                "{} — {title_word} by {compare_by}",
+                m.name_parts().join(" ")
             );
             let svg = svg_chart(&title, x_by, y_label, &series)?;
             let base = slugify(&format!(
-                "{}-{}-{}-{}",
-                m.scenario, m.call_mode, compare_by, key
+                "{}-{}-{}",
+                m.name_parts().join("-"),
+                compare_by,
+                key
             ));
             let mut name = format!("{base}.svg");
             let mut n = 2;
@@ -165,7 +168,7 @@ pub fn write_charts_and_html_with_x(
             charts.push((name, svg));
         }
         sections.push(MatrixCharts {
-            heading: format!("{} · {}", m.scenario, m.call_mode),
+            heading: m.name_parts().join(" · "),
             charts,
         });
     }

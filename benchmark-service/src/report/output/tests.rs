@@ -344,3 +344,60 @@ fn duplicates_keep_largest_run_and_bad_options_error() {
     let empty = write_charts_and_html(&tmp.0, &meta, &[], "queue").expect("empty");
     assert_eq!(empty.len(), 1);
 }
+
+#[test]
+fn payload_kinds_get_charts_of_their_own_unless_compared() {
+    let tmp = TempDir::new("kinds");
+    let mut v = Vec::new();
+    for kind in ["text", "random"] {
+        for compression in ["none", "zstd"] {
+            for payload in [1024, 10_240] {
+                let mut s = scene("fixed", 2, 1000.0, 1.0);
+                s.scenario = "echo".into();
+                s.call_mode = "sync".into();
+                s.payload = payload;
+                s.payload_kind = kind.into();
+                s.compression = compression.into();
+                v.push(s);
+            }
+        }
+    }
+    // By compression: a matrix per kind, two series of two sizes each (none lost).
+    let by_compression = build_matrices(&v, "compression", "payload").expect("ok");
+    assert_eq!(by_compression.len(), 2);
+    for m in &by_compression {
+        assert_eq!(m.series.len(), 2);
+        assert!(m.series.iter().all(|(_, points)| points.len() == 2));
+    }
+    assert_eq!(by_compression[1].name_parts(), ["echo", "sync", "random"]);
+    // By kind (with compression): one matrix, a series per kind × compression.
+    let by_kind = build_matrices(&v, "payload_kind+compression", "payload").expect("ok");
+    assert_eq!(by_kind.len(), 1);
+    assert_eq!(by_kind[0].name_parts(), ["echo", "sync"]);
+    let series: Vec<&str> = by_kind[0].series.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        series,
+        ["text none", "text zstd", "random none", "random zstd"]
+    );
+
+    let meta = ReportMeta::new("compression", "d", "m");
+    let files = write_all(&tmp.0, &meta, &v, "compression").expect("write");
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    assert!(names.contains(&"echo-sync-text-compression-tps.svg".to_owned()));
+    assert!(names.contains(&"echo-sync-random-compression-p99.svg".to_owned()));
+    // The CSV and the HTML table carry both options, after the older columns.
+    let csv = std::fs::read_to_string(tmp.0.join("results.csv")).expect("csv");
+    let header = csv.lines().next().expect("header");
+    assert!(
+        header.contains(",runtime_ms,compression,payload_kind,bucket_0_1ms,"),
+        "{header}"
+    );
+    assert!(csv.lines().nth(5).expect("row").contains(",none,random,"));
+    let html = std::fs::read_to_string(tmp.0.join("report.html")).expect("html");
+    assert!(html.contains("<th>extra</th><th>compression</th><th>payload kind</th>"));
+    assert!(html.contains("brisk-echo-c2-n100000-sync-random-zstd"));
+    assert!(html.contains("<h3>echo · sync · text</h3>"));
+}

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use brisk::{QueueKind, WriteMode};
+use brisk::{Compression, QueueKind, WriteMode};
 use clap::Parser;
 
 use super::ClientArgs;
-use crate::runner::plan::{CallMode, Preset, Scenario};
+use crate::runner::plan::{CallMode, PayloadKind, Preset, Scenario};
 use crate::store::test_util::TempDir;
 
 #[test]
@@ -51,6 +51,8 @@ fn bad_flag_values_are_clap_errors() {
         ["--payload", "1q"],
         ["--preset", "fast"],
         ["--connect-type", "x"],
+        ["--compression", "lz4"],
+        ["--payload-kind", "zeros"],
     ] {
         let args = std::iter::once("benchmark_client").chain(bad);
         assert!(ClientArgs::try_parse_from(args).is_err(), "{bad:?}");
@@ -141,4 +143,34 @@ fn names_on_the_command_line_ignore_surrounding_spaces() {
     assert_eq!(args.preset, Some(Preset::Smoke));
     assert_eq!(args.call_mode, Some(vec![CallMode::Sync, CallMode::Async]));
     assert_eq!(args.scenario, Some(vec![Scenario::Echo]));
+}
+
+#[test]
+fn compression_and_payload_kind_flags_override_the_compression_preset() {
+    let args = ClientArgs::try_parse_from([
+        "b",
+        "--preset",
+        "compression",
+        "--compression",
+        "zstd, none",
+        "--payload-kind",
+        "random",
+    ])
+    .unwrap();
+    let plan = args.layered_settings().unwrap().resolve().unwrap();
+    assert_eq!(plan.compressions, [Compression::Zstd, Compression::None]);
+    assert_eq!(plan.payload_kinds, [PayloadKind::Random]);
+    // From the preset: three sizes, brisk's echo, charts by compression over the payload.
+    assert_eq!(plan.payloads, [1024, 10_240, 102_400]);
+    assert_eq!(plan.scenes().len(), 3 * 2);
+    assert_eq!(plan.chart_compare_by(), "compression");
+    assert_eq!(
+        args.out_dir(),
+        Some(PathBuf::from("bench-results/compression"))
+    );
+    // Without the preset or the flags: no compression, the `x` fill.
+    let plain = ClientArgs::try_parse_from(["b", "--scenario", "echo"]).unwrap();
+    let plan = plain.layered_settings().unwrap().resolve().unwrap();
+    assert_eq!(plan.compressions, [Compression::None]);
+    assert_eq!(plan.payload_kinds, [PayloadKind::Fill]);
 }

@@ -7,8 +7,9 @@ use super::{dedup, Plan, Player, Scene};
 impl Plan {
     /// The option the charts compare: `compare_by` if set; else `player` when several players
     /// run, joined by `+` with the first of connect_type, dispatch, queue, write_mode,
-    /// serializer, connections that takes more than one value among brisk's scenes; else that
-    /// option alone; else `call_mode`.
+    /// serializer, compression, connections, payload_kind that takes more than one value among
+    /// brisk's scenes; else that option alone; else `call_mode`. (Unless compared, each payload
+    /// kind gets charts of its own: see the report's matrices.)
     pub fn chart_compare_by(&self) -> String {
         if let Some(c) = &self.compare_by {
             return c.clone();
@@ -31,7 +32,7 @@ impl Plan {
             v.dedup();
             v.len()
         };
-        let candidates: [(&str, SceneKey); 6] = [
+        let candidates: [(&str, SceneKey); 7] = [
             ("connect_type", |s| s.connect.to_string()),
             ("dispatch", |s| {
                 s.server.map(|c| c.dispatch.to_string()).unwrap_or_default()
@@ -41,12 +42,22 @@ impl Plan {
             }),
             ("write_mode", |s| s.write_mode.to_string()),
             ("serializer", |s| s.serializer.to_string()),
+            ("compression", |s| s.compression.to_string()),
             ("connections", |s| s.connections.to_string()),
         ];
+        // The payload kind counts among the scenes that carry a payload only.
+        let kinds = dedup(
+            brisk
+                .iter()
+                .filter(|s| s.scenario.uses_payload())
+                .map(|s| s.payload_kind)
+                .collect(),
+        );
         let setting = candidates
             .iter()
             .find(|(_, f)| distinct_brisk(*f) > 1)
-            .map(|(name, _)| *name);
+            .map(|(name, _)| *name)
+            .or((kinds.len() > 1).then_some("payload_kind"));
         let players = distinct(|s| s.player.to_string()) > 1;
         match (players, setting) {
             (true, Some(setting)) => format!("player+{setting}"),

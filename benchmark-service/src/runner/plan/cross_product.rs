@@ -3,13 +3,13 @@
 //!
 //! Invariants the engine and the reports rely on: every list is taken in the order given with
 //! repeats dropped (the first occurrence wins), so a run is reproducible from its settings; a
-//! point holds exactly the scenes that share scenario, call mode, requests, concurrency and
-//! payload; a dimension that does not apply to a scene collapses to one value instead of
+//! point holds exactly the scenes that share scenario, call mode, requests, concurrency,
+//! payload and payload kind; a dimension that does not apply to a scene collapses to one value instead of
 //! multiplying identical scenes.
 
-use brisk::{Dispatch, SerializerKind, WriteMode};
+use brisk::{Compression, Dispatch, SerializerKind, WriteMode};
 
-use super::{dedup, ConnectKind, Plan, Player, Scene, ServerChoice, ServerKey};
+use super::{dedup, ConnectKind, PayloadKind, Plan, Player, Scene, ServerChoice, ServerKey};
 
 impl Plan {
     /// The servers to run, in order: dispatch × queue, with `direct` taken once (its
@@ -37,12 +37,13 @@ impl Plan {
     }
 
     /// The cross product grouped into *points*: the scenes that share scenario, call mode,
-    /// requests, concurrency and payload — one x of one chart — and differ only in player and
-    /// in brisk's options. The runner interleaves a point's scenes round by round, so a slow
+    /// requests, concurrency, payload and payload kind — one x of one chart — and differ only
+    /// in player and in brisk's options (compression among them). The runner interleaves a point's scenes round by round, so a slow
     /// moment of the machine lands on every variant instead of on whichever ran then.
     ///
-    /// Dimensions that do not apply collapse: payload is used by echo and the streams only; the
-    /// connection count by pooled and fixed only; a player skips scenarios it does not
+    /// Dimensions that do not apply collapse: payload and payload kind are used by echo and the
+    /// streams only (the kind is the outermost of the load dimensions); the connection count by
+    /// pooled and fixed only; a player skips scenarios it does not
     /// implement (raw all but echo, tarpc and volo the streams); the
     /// peers take none of brisk's options (one server each, their own connections, as many as
     /// the scene's `connections`). With `configs` the `C:N:P` triples replace connections ×
@@ -50,8 +51,13 @@ impl Plan {
     pub fn points(&self) -> Vec<Vec<Scene>> {
         let mut out = Vec::new();
         for &scenario in &dedup(self.scenarios.clone()) {
+            let kinds = if scenario.uses_payload() {
+                dedup(self.payload_kinds.clone())
+            } else {
+                vec![PayloadKind::Fill]
+            };
             // (concurrency, connections if fixed by a config, payload), payload outermost.
-            let shapes: Vec<(u32, Option<u32>, u64)> = match &self.configs {
+            let loads: Vec<(u32, Option<u32>, u64)> = match &self.configs {
                 Some(configs) => configs
                     .iter()
                     .map(|c| {
@@ -76,13 +82,18 @@ impl Plan {
                         .collect()
                 }
             };
+            // Each load for each payload kind, the kind outermost.
+            let shapes: Vec<(u32, Option<u32>, u64, PayloadKind)> = kinds
+                .iter()
+                .flat_map(|&k| loads.iter().map(move |&(c, n, p)| (c, n, p, k)))
+                .collect();
             let requests = match self.scene_secs {
                 Some(_) => vec![0],
                 None => dedup(self.requests_for(scenario).to_vec()),
             };
             for &call_mode in &dedup(self.call_modes.clone()) {
                 for &requests in &requests {
-                    for &(concurrency, fixed_conns, payload) in &shapes {
+                    for &(concurrency, fixed_conns, payload, payload_kind) in &shapes {
                         let base = Scene {
                             player: Player::Brisk,
                             scenario,
@@ -93,7 +104,9 @@ impl Plan {
                             connections: 1,
                             write_mode: WriteMode::Async,
                             serializer: SerializerKind::MsgPack,
+                            compression: Compression::None,
                             payload,
+                            payload_kind,
                             server: None,
                         };
                         let point = self.variants(&base, fixed_conns);
@@ -134,15 +147,18 @@ impl Plan {
                     for connections in conns_for(connect) {
                         for &write_mode in &dedup(self.write_modes.clone()) {
                             for &serializer in &dedup(self.serializers.clone()) {
-                                point.push(Scene {
-                                    player,
-                                    connect,
-                                    connections,
-                                    write_mode,
-                                    serializer,
-                                    server: Some(server),
-                                    ..base.clone()
-                                });
+                                for &compression in &dedup(self.compressions.clone()) {
+                                    point.push(Scene {
+                                        player,
+                                        connect,
+                                        connections,
+                                        write_mode,
+                                        serializer,
+                                        compression,
+                                        server: Some(server),
+                                        ..base.clone()
+                                    });
+                                }
                             }
                         }
                     }

@@ -8,7 +8,8 @@
 //! preset file / flags ──▶ Settings layers ──over──▶ Settings ──resolve──▶ Plan ──▶ points/scenes
 //! ```
 //!
-//! - `values` — the plan's own value types ([`CallMode`], [`LoadShape`]) and the text forms
+//! - `values` — the plan's own value types ([`CallMode`], [`PayloadKind`], [`LoadShape`]) and
+//!   the text forms
 //!   of sizes and counts;
 //! - `settings` — [`Settings`], one layer with every field optional; [`Settings::over`] and
 //!   [`Settings::resolve`];
@@ -43,7 +44,7 @@ pub use preset::{Preset, PresetFile, PresetFileError};
 pub use resolved::Plan;
 pub use scene::{Scene, ServerChoice, ServerKey};
 pub use settings::{Settings, DEFAULT_ASYNC_DEPTH, DEFAULT_SCENE, DEFAULT_WARMUP_TIME};
-pub use values::{parse_bytes, parse_count, CallMode, LoadShape};
+pub use values::{parse_bytes, parse_count, CallMode, LoadShape, PayloadKind};
 
 fn join<T: fmt::Display>(v: &[T]) -> String {
     v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")

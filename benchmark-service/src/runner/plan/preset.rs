@@ -67,6 +67,9 @@ pub enum Preset {
     /// Issue 19: brisk vs tonic on a server stream and a bidirectional ping-pong of 1 KiB
     /// items, 1 connection × 1 and × 10 callers, in messages/s.
     Streams,
+    /// Issue 20: brisk's echo with no, zstd and gzip body compression, on text and on random
+    /// payloads of 1, 10 and 100 KiB, with the bytes each call puts on the wire.
+    Compression,
 }
 
 fn unknown_preset(s: &str) -> String {
@@ -87,7 +90,7 @@ macro_rules! shipped {
 
 impl Preset {
     /// Every preset.
-    pub const ALL: [Preset; 10] = [
+    pub const ALL: [Preset; 11] = [
         Preset::DubboReport,
         Preset::JkrpcMatrix,
         Preset::ConnectType,
@@ -98,6 +101,7 @@ impl Preset {
         Preset::Keepalive,
         Preset::Smoke,
         Preset::Streams,
+        Preset::Compression,
     ];
 
     /// The preset's command-line name (also its file's stem and its output directory under
@@ -119,6 +123,7 @@ impl Preset {
             Preset::Keepalive => shipped!("keepalive"),
             Preset::Smoke => shipped!("smoke"),
             Preset::Streams => shipped!("streams"),
+            Preset::Compression => shipped!("compression"),
         }
     }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 use strum::VariantNames;
 
 use super::*;
@@ -176,6 +176,24 @@ fn expected_settings(preset: Preset) -> Settings {
             players: with_raw.clone(),
             ..base
         },
+        Preset::Compression => Settings {
+            players: Some(vec![Player::Brisk]),
+            scenarios: Some(vec![Scenario::Echo]),
+            payloads: Some(vec![1024, 10_240, 102_400]),
+            payload_kinds: Some(vec![PayloadKind::Text, PayloadKind::Random]),
+            compressions: Some(vec![
+                Compression::None,
+                Compression::Zstd,
+                Compression::Gzip,
+            ]),
+            concurrency: Some(vec![cpus()]),
+            call_modes: Some(vec![CallMode::Sync]),
+            rounds: Some(3),
+            scene_secs: Some(Duration::from_secs(2)),
+            x_by: Some("payload".into()),
+            compare_by: Some("compression".into()),
+            ..base
+        },
     }
 }
 
@@ -197,6 +215,9 @@ fn expected_title(preset: Preset) -> &'static str {
         Preset::Smoke => "brisk — smoke run of every scenario",
         Preset::Streams => {
             "brisk vs tonic: streams (server stream and ping-pong, 100 × 1 KiB items per call)"
+        }
+        Preset::Compression => {
+            "brisk — body compression: none, zstd, gzip on text and random echo payloads"
         }
     }
 }
@@ -258,6 +279,9 @@ fn names_come_from_one_list_and_keep_their_aliases() {
         names(&[CallMode::Sync, CallMode::Async]),
         CallMode::VARIANTS
     );
+    assert_eq!(names(&PayloadKind::ALL), PayloadKind::VARIANTS);
+    assert_eq!("TEXT".parse::<PayloadKind>().unwrap(), PayloadKind::Text);
+    assert_eq!(PayloadKind::Random.to_string(), "random");
     let connects = [
         ConnectKind::Reused,
         ConnectKind::Pooled,
@@ -322,6 +346,8 @@ concurrency = [1, "cpus"]
 connect_types = ["pool", "per-call"]
 write_modes = ["SYNC"]
 serializers = ["json"]
+compressions = ["ZSTD", "off"]
+payload_kinds = ["Random", " text "]
 dispatches = ["direct"]
 queues = ["blocking"]
 configs = ["10:100:1k"]
@@ -348,6 +374,14 @@ db = ["5k"]
     );
     assert_eq!(s.write_modes, Some(vec![WriteMode::Sync]));
     assert_eq!(s.serializers, Some(vec![SerializerKind::Json]));
+    assert_eq!(
+        s.compressions,
+        Some(vec![Compression::Zstd, Compression::None])
+    );
+    assert_eq!(
+        s.payload_kinds,
+        Some(vec![PayloadKind::Random, PayloadKind::Text])
+    );
     assert_eq!(s.dispatches, Some(vec![Dispatch::Direct]));
     assert_eq!(s.queues, Some(vec![QueueKind::Blocking]));
     assert_eq!(s.configs.unwrap()[0].label(), "10:100:1024");
@@ -395,6 +429,16 @@ fn a_bad_file_is_an_error_naming_the_file_the_line_and_the_key() {
     assert!(secs.contains("between 0 and 3600"), "{secs}");
     let cpus = err("[settings]\nconcurrency = [\"all\"]\n");
     assert!(cpus.contains("\"cpus\""), "{cpus}");
+    let lz4 = err("[settings]\ncompressions = [\"zstd\", \"lz4\"]\n");
+    assert!(
+        lz4.contains("line 2") && lz4.contains("none, gzip, zstd"),
+        "{lz4}"
+    );
+    let kind = err("[settings]\npayload_kinds = [\"zeros\"]\n");
+    assert!(
+        kind.contains("unknown payload kind `zeros`") && kind.contains("fill, text, random"),
+        "{kind}"
+    );
     let toml = err("[settings\n");
     assert!(
         toml.contains("my.toml") && toml.contains("line 1"),

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 
-use super::{CallMode, ConnectKind, LoadShape, Player, Scenario};
+use super::{CallMode, ConnectKind, LoadShape, PayloadKind, Player, Scenario};
 
 /// A fully resolved run: every dimension has at least one value.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,8 +42,12 @@ pub struct Plan {
     pub write_modes: Vec<WriteMode>,
     /// Serializers.
     pub serializers: Vec<SerializerKind>,
+    /// brisk's body compressions.
+    pub compressions: Vec<Compression>,
     /// Echo payload sizes.
     pub payloads: Vec<u64>,
+    /// What the payloads hold.
+    pub payload_kinds: Vec<PayloadKind>,
     /// Server dispatch policies.
     pub dispatches: Vec<Dispatch>,
     /// Server queues.

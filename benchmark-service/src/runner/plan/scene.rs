@@ -3,9 +3,9 @@
 //! ([`Scene::name`], [`Scene::label`]) are what every report prints, so they keep
 //! jkbenchmark's spelling.
 
-use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 
-use super::{CallMode, ConnectKind, Player, Scenario};
+use super::{CallMode, ConnectKind, PayloadKind, Player, Scenario};
 
 /// The server side of a scene group: one server per (dispatch, queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,8 +45,12 @@ pub struct Scene {
     pub write_mode: WriteMode,
     /// Serializer (brisk only).
     pub serializer: SerializerKind,
+    /// Body compression (brisk only; `none` for the peers).
+    pub compression: Compression,
     /// Payload bytes of echo and of each stream item (0 for other scenarios).
     pub payload: u64,
+    /// What the payload's bytes are (`fill` for scenarios without one).
+    pub payload_kind: PayloadKind,
     /// The brisk server this scene runs against (`None` for the peers, which have one server
     /// each).
     pub server: Option<ServerChoice>,
@@ -71,12 +75,31 @@ impl Scene {
     }
 
     /// jkbenchmark's scene name, `<player>-<action>-c<conc>-n<requests>-<sync|async>`, with
-    /// `requests` the calls of the round (in time mode: those the window measured).
+    /// `requests` the calls of the round (in time mode: those the window measured); then
+    /// `-<payload kind>` unless the payload is the default `fill`, and `-<compression>` unless
+    /// it is `none` (so the scenes of a run without either keep jkbenchmark's names).
     pub fn name(&self, requests: u64) -> String {
-        format!(
+        let mut name = format!(
             "{}-{}-c{}-n{}-{}",
             self.player, self.scenario, self.concurrency, requests, self.call_mode
-        )
+        );
+        if self.payload_kind != PayloadKind::Fill {
+            name.push_str(&format!("-{}", self.payload_kind));
+        }
+        if self.compression != Compression::None {
+            name.push_str(&format!("-{}", self.compression));
+        }
+        name
+    }
+
+    /// The payload kind as the results record it: its name where the scenario carries a
+    /// payload, empty where it does not (like a payload of 0).
+    pub fn payload_kind_name(&self) -> &'static str {
+        if self.scenario.uses_payload() {
+            self.payload_kind.name()
+        } else {
+            ""
+        }
     }
 
     /// The options that tell this scene apart from the others of its run, in brackets.

@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use brisk::{Dispatch, QueueKind, SerializerKind, WriteMode};
+use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 use serde::Deserialize;
 
 use super::file_values as file;
-use super::{join, CallMode, ConnectKind, LoadShape, Plan, Player, Scenario};
+use super::{join, CallMode, ConnectKind, LoadShape, PayloadKind, Plan, Player, Scenario};
 
 /// One layer of settings; `None` means "this layer does not say".
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -65,9 +65,15 @@ pub struct Settings {
     /// Serializers.
     #[serde(deserialize_with = "file::names")]
     pub serializers: Option<Vec<SerializerKind>>,
+    /// Body compression of brisk's client (its requests, and the answers it asks for).
+    #[serde(deserialize_with = "file::names")]
+    pub compressions: Option<Vec<Compression>>,
     /// Echo payload sizes in bytes.
     #[serde(deserialize_with = "file::byte_sizes")]
     pub payloads: Option<Vec<u64>>,
+    /// What the echo payload's (and each stream item's) bytes are.
+    #[serde(deserialize_with = "file::names")]
+    pub payload_kinds: Option<Vec<PayloadKind>>,
     /// Server dispatch policies (one server per dispatch × queue when the runner starts it).
     #[serde(deserialize_with = "file::names")]
     pub dispatches: Option<Vec<Dispatch>>,
@@ -115,7 +121,8 @@ impl Settings {
             lo.requests_by_scenario = None;
         }
         or_fields!(hi, lo; players, scene_secs, warmup_time, async_depth, configs, scenarios, concurrency, requests, requests_by_scenario, call_modes,
-            connect_types, connections, write_modes, serializers, payloads, dispatches, queues,
+            connect_types, connections, write_modes, serializers, compressions, payloads,
+            payload_kinds, dispatches, queues,
             warmup, rounds, pause, max_in_flight, timeout, dubbo_report, compare_by, x_by,
             http_load)
     }
@@ -159,7 +166,15 @@ impl Settings {
                 "serializer",
                 self.serializers.unwrap_or(vec![SerializerKind::MsgPack]),
             )?,
+            compressions: non_empty(
+                "compression",
+                self.compressions.unwrap_or(vec![Compression::None]),
+            )?,
             payloads: non_empty("payload", self.payloads.unwrap_or(vec![1024]))?,
+            payload_kinds: non_empty(
+                "payload-kind",
+                self.payload_kinds.unwrap_or(vec![PayloadKind::Fill]),
+            )?,
             dispatches: non_empty("dispatch", self.dispatches.unwrap_or(vec![Dispatch::Pool]))?,
             queues: non_empty("queue", self.queues.unwrap_or(vec![QueueKind::Transfer]))?,
             warmup: self.warmup.unwrap_or(1000),

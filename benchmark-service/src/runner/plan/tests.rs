@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use brisk::{Dispatch, QueueKind, SerializerKind};
+use brisk::{Compression, Dispatch, QueueKind, SerializerKind};
 
 use super::*;
 
@@ -322,4 +322,215 @@ fn players_without_streams_are_left_out_of_the_streaming_scenarios() {
     .resolve()
     .unwrap();
     assert!(plan.scenes().iter().all(|s| s.player == Player::Brisk));
+}
+
+#[test]
+fn compressions_multiply_brisk_scenes_only_and_name_them_unless_none() {
+    let plan = Settings {
+        players: Some(vec![Player::Brisk, Player::Tonic]),
+        scenarios: Some(vec![Scenario::Nth, Scenario::Echo]),
+        compressions: Some(vec![
+            Compression::None,
+            Compression::Zstd,
+            Compression::Gzip,
+            Compression::Zstd,
+        ]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    let points = plan.points();
+    assert_eq!(points.len(), 2, "compression is not a point dimension");
+    for point in &points {
+        // brisk × 3 compressions (the repeat dropped), tonic once without any.
+        let got: Vec<(Player, Compression)> =
+            point.iter().map(|s| (s.player, s.compression)).collect();
+        assert_eq!(
+            got,
+            [
+                (Player::Brisk, Compression::None),
+                (Player::Brisk, Compression::Zstd),
+                (Player::Brisk, Compression::Gzip),
+                (Player::Tonic, Compression::None),
+            ]
+        );
+    }
+    let names: Vec<String> = points[1].iter().map(|s| s.name(100)).collect();
+    assert_eq!(
+        names,
+        [
+            "brisk-echo-c20-n100-sync",
+            "brisk-echo-c20-n100-sync-zstd",
+            "brisk-echo-c20-n100-sync-gzip",
+            "tonic-echo-c20-n100-sync",
+        ]
+    );
+    assert_eq!(plan.chart_compare_by(), "player+compression");
+    // The default: no compression, and today's names.
+    let plain = Settings::default().resolve().unwrap();
+    assert_eq!(plain.compressions, [Compression::None]);
+    assert!(plain
+        .scenes()
+        .iter()
+        .all(|s| s.compression == Compression::None));
+}
+
+#[test]
+fn payload_kinds_are_points_of_the_payload_scenarios_for_every_player() {
+    let plan = Settings {
+        players: Some(vec![Player::Brisk, Player::Raw]),
+        scenarios: Some(vec![Scenario::Nth, Scenario::Echo]),
+        payloads: Some(vec![1024, 2048]),
+        payload_kinds: Some(vec![
+            PayloadKind::Random,
+            PayloadKind::Fill,
+            PayloadKind::Random,
+        ]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    let points = plan.points();
+    // nth: one point (no payload, the kind collapses); echo: 2 kinds × 2 sizes, the kind
+    // outermost.
+    assert_eq!(points.len(), 1 + 2 * 2);
+    assert!(points[0]
+        .iter()
+        .all(|s| s.payload_kind == PayloadKind::Fill && s.payload_kind_name().is_empty()));
+    let shapes: Vec<(PayloadKind, u64)> = points[1..]
+        .iter()
+        .map(|p| (p[0].payload_kind, p[0].payload))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (PayloadKind::Random, 1024),
+            (PayloadKind::Random, 2048),
+            (PayloadKind::Fill, 1024),
+            (PayloadKind::Fill, 2048),
+        ]
+    );
+    for point in &points[1..] {
+        // Every player plays every kind; a point holds one kind.
+        let players: Vec<Player> = point.iter().map(|s| s.player).collect();
+        assert_eq!(players, [Player::Brisk, Player::Raw]);
+        assert!(point
+            .iter()
+            .all(|s| s.payload_kind == point[0].payload_kind));
+    }
+    assert_eq!(points[1][1].name(7), "raw-echo-c20-n7-sync-random");
+    assert_eq!(points[3][1].name(7), "raw-echo-c20-n7-sync");
+    assert_eq!(points[1][0].payload_kind_name(), "random");
+    assert_eq!(plan.chart_compare_by(), "player+payload_kind");
+    // A scenario without a payload beside one with is no variation of the kind.
+    let one_kind = Settings {
+        scenarios: Some(vec![Scenario::Nth, Scenario::Echo]),
+        payload_kinds: Some(vec![PayloadKind::Text]),
+        ..Settings::default()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(one_kind.chart_compare_by(), "call_mode");
+    // Both suffixes: the kind, then the compression.
+    let both = Scene {
+        compression: Compression::Gzip,
+        ..points[1][0].clone()
+    };
+    assert_eq!(both.name(7), "brisk-echo-c20-n7-sync-random-gzip");
+}
+
+#[test]
+fn the_compression_preset_sweeps_sizes_per_kind_and_compares_compressions() {
+    let plan = Preset::Compression.settings().resolve().unwrap();
+    let points = plan.points();
+    // 2 kinds × 3 sizes, each point brisk × none, zstd, gzip.
+    assert_eq!(points.len(), 2 * 3);
+    for point in &points {
+        let got: Vec<Compression> = point.iter().map(|s| s.compression).collect();
+        assert_eq!(
+            got,
+            [Compression::None, Compression::Zstd, Compression::Gzip]
+        );
+        assert!(point
+            .iter()
+            .all(|s| s.player == Player::Brisk && s.scenario == Scenario::Echo));
+    }
+    let kinds: Vec<(PayloadKind, u64)> = points
+        .iter()
+        .map(|p| (p[0].payload_kind, p[0].payload))
+        .collect();
+    assert_eq!(kinds[0], (PayloadKind::Text, 1024));
+    assert_eq!(kinds[5], (PayloadKind::Random, 102_400));
+    assert_eq!(plan.chart_compare_by(), "compression");
+    assert_eq!(plan.chart_x_by(), "payload");
+    // A few minutes of measurement.
+    let window = plan.scene_secs.unwrap() + plan.warmup_time;
+    let secs = window.as_secs_f64() * plan.scenes().len() as f64 * f64::from(plan.rounds);
+    assert!(secs <= 180.0, "{secs} s");
+    // The flags override it like any preset.
+    let cli = Settings {
+        compressions: Some(vec![Compression::Zstd]),
+        payload_kinds: Some(vec![PayloadKind::Fill]),
+        ..Settings::default()
+    };
+    let plan = cli.over(Preset::Compression.settings()).resolve().unwrap();
+    assert_eq!(plan.scenes().len(), 3);
+    assert!(plan
+        .scenes()
+        .iter()
+        .all(|s| s.name(1).ends_with("-sync-zstd")));
+    let none = Settings {
+        compressions: Some(vec![]),
+        ..Settings::default()
+    };
+    assert!(none.resolve().unwrap_err().contains("--compression"));
+}
+
+#[test]
+fn payload_kinds_make_deterministic_bytes_of_the_asked_length() {
+    for kind in PayloadKind::ALL {
+        for len in [0, 1, 7, 1024, 10_240, 100_000] {
+            let bytes = kind.bytes(len);
+            assert_eq!(bytes.len(), len, "{kind} {len}");
+            assert_eq!(bytes, kind.bytes(len), "{kind} {len}: deterministic");
+        }
+    }
+    assert_eq!(PayloadKind::Fill.bytes(1024), vec![b'x'; 1024]);
+    let text = PayloadKind::Text.bytes(10_240);
+    let text = std::str::from_utf8(&text).expect("text is UTF-8");
+    assert!(text.starts_with("{\"id\":"), "{}", &text[..80]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 40, "{} lines", lines.len());
+    assert_ne!(lines[0], lines[1], "the values vary");
+    // Every byte value shows up in random bytes, none much more often than its share.
+    let random = PayloadKind::Random.bytes(256 * 1024);
+    let mut counts = [0usize; 256];
+    for b in &random {
+        counts[usize::from(*b)] += 1;
+    }
+    assert!(
+        counts.iter().all(|&n| (800..1250).contains(&n)),
+        "{counts:?}"
+    );
+}
+
+#[test]
+fn text_compresses_like_real_traffic_and_random_does_not() {
+    use brisk::codec::compression::BodyCompressor;
+    use bytes::Bytes;
+    let zstd = BodyCompressor::new(Compression::Zstd, 1024, 1);
+    let ratio = |kind: PayloadKind, len: usize| {
+        let (packed, algorithm) = zstd.compress(Bytes::from(kind.bytes(len)));
+        (len as f64 / packed.len() as f64, algorithm)
+    };
+    for len in [10_240, 102_400] {
+        let (r, algorithm) = ratio(PayloadKind::Text, len);
+        assert_eq!(algorithm, Compression::Zstd);
+        assert!((3.0..=6.0).contains(&r), "text {len}: {r:.2}×");
+        // Random bytes do not shrink: the sender keeps them as they are.
+        let (r, algorithm) = ratio(PayloadKind::Random, len);
+        assert_eq!((r, algorithm), (1.0, Compression::None), "random {len}");
+    }
+    let (fill, _) = ratio(PayloadKind::Fill, 102_400);
+    assert!(fill > 100.0, "fill: {fill:.0}×");
 }

@@ -1,6 +1,7 @@
-//! The values of the option dimensions that are the plan's own — [`CallMode`] and the whole
-//! load point [`LoadShape`] — and the text forms of sizes and counts ([`parse_bytes`],
-//! [`parse_count`]) that the command line and the settings files share.
+//! The values of the option dimensions that are the plan's own — [`CallMode`], what the
+//! payload holds ([`PayloadKind`]) and the whole load point [`LoadShape`] — and the text forms
+//! of sizes and counts ([`parse_bytes`], [`parse_count`]) that the command line and the
+//! settings files share.
 //!
 //! Every parser here returns a `String` error that names the rejected text and shows an
 //! accepted example, because the same message reaches a user through clap and through a
@@ -35,6 +36,115 @@ impl CallMode {
     /// The name used on the command line and in results.
     pub fn name(self) -> &'static str {
         self.into()
+    }
+}
+
+/// What the bytes of an echo payload (and of each stream item) are; named `fill`, `text`,
+/// `random` in any ASCII case. It matters to a compressed body: `fill` shrinks to almost
+/// nothing, `text` about as much as a real JSON body, `random` not at all.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Display, EnumString, IntoStaticStr, VariantNames,
+)]
+#[strum(
+    serialize_all = "lowercase",
+    ascii_case_insensitive,
+    parse_err_ty = String,
+    parse_err_fn = unknown_payload_kind
+)]
+pub enum PayloadKind {
+    /// `b'x'` repeated: the suite's payload before kinds existed (the default).
+    Fill,
+    /// JSON-like text: a record of a dozen fields repeated with varying numbers and names, a
+    /// line each — compressible about as much as real API traffic (zstd's fast level:
+    /// 3–6×).
+    Text,
+    /// Bytes of a fast deterministic generator (splitmix64): incompressible.
+    Random,
+}
+
+fn unknown_payload_kind(s: &str) -> String {
+    crate::names::unknown::<PayloadKind>("payload kind", s)
+}
+
+impl PayloadKind {
+    /// Every kind.
+    pub const ALL: [PayloadKind; 3] = [PayloadKind::Fill, PayloadKind::Text, PayloadKind::Random];
+
+    /// The name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// `len` bytes of this kind. Deterministic: the same kind and length give the same bytes
+    /// on every run, so runs compare.
+    pub fn bytes(self, len: usize) -> Vec<u8> {
+        let mut rng = SplitMix64(0x5eed_b215_c0de_0001);
+        match self {
+            PayloadKind::Fill => vec![b'x'; len],
+            PayloadKind::Random => {
+                let mut out = Vec::with_capacity(len + 8);
+                while out.len() < len {
+                    out.extend_from_slice(&rng.next().to_le_bytes());
+                }
+                out.truncate(len);
+                out
+            }
+            PayloadKind::Text => {
+                let mut out = Vec::with_capacity(len + 256);
+                let mut id = 100_000 + rng.below(900_000);
+                while out.len() < len {
+                    id += 1 + rng.below(7);
+                    text_record(&mut out, id, &mut rng);
+                }
+                out.truncate(len);
+                out
+            }
+        }
+    }
+}
+
+/// One line of [`PayloadKind::Text`]: a JSON object whose keys repeat from line to line and
+/// whose values vary (names and words from short lists, numbers from `rng`).
+fn text_record(out: &mut Vec<u8>, id: u64, rng: &mut SplitMix64) {
+    use std::io::Write as _;
+    const NAMES: [&str; 8] = [
+        "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi",
+    ];
+    const STATUS: [&str; 4] = ["active", "pending", "suspended", "closed"];
+    const CITIES: [&str; 6] = ["Berlin", "Lisbon", "Osaka", "Austin", "Nairobi", "Lima"];
+    let mut pick = |n: usize| rng.below(n as u64) as usize;
+    let (name, status, city) = (NAMES[pick(8)], STATUS[pick(4)], CITIES[pick(6)]);
+    let user = pick(10_000);
+    let (score, cents, orders) = (pick(100), pick(100), pick(500));
+    let (month, day, hour, minute, second) =
+        (1 + pick(12), 1 + pick(28), pick(24), pick(60), pick(60));
+    let verified = pick(2) == 0;
+    // Writing to a Vec cannot fail.
+    let _ = writeln!(
+        out,
+        "{{\"id\":{id},\"user\":\"{name}{user}\",\"email\":\"{name}.{user}@example.com\",\
+         \"status\":\"{status}\",\"verified\":{verified},\"city\":\"{city}\",\
+         \"score\":{score}.{cents:02},\"orders\":{orders},\
+         \"updated\":\"2024-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z\"}},"
+    );
+}
+
+/// splitmix64 (Steele, Lea, Flood): a fast generator whose output passes for random; the
+/// payloads need nothing more than "does not compress".
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (`n` > 0; the modulo's bias does not matter here).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
 }
 
