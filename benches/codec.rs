@@ -9,7 +9,9 @@
 //! 16-byte name + payload = the nominal size), so serializers compare on the same
 //! data; each serializer's encoded size is printed once. Frame throughput counts
 //! the encoded frame. A serializer that cannot encode the message (e.g. a
-//! not-yet-implemented one) is reported on stderr and skipped.
+//! not-yet-implemented one) is reported on stderr and skipped. Groups
+//! `codec/compress/<algorithm>` and `codec/decompress/<algorithm>` time body
+//! compression on JSON-like text (throughput: the plain size).
 
 #[path = "support/mod.rs"]
 mod support;
@@ -183,9 +185,41 @@ fn frames(c: &mut Criterion) {
     group.finish();
 }
 
+/// Compressing and opening a body of JSON-like text per algorithm (the
+/// sender's and the receiver's cost of `compression`), at 1, 10 and 100 KiB.
+fn compression(c: &mut Criterion) {
+    use brisk::codec::compression::{decompress, BodyCompressor};
+    use brisk::Compression;
+    let record = r#"{"id":1234,"from_uid":"u-5678","to_uid":"u-9012","content":"hello brisk"},"#;
+    for algorithm in [Compression::Zstd, Compression::Gzip] {
+        let mut packs = c.benchmark_group(format!("codec/compress/{algorithm}"));
+        let compressor = BodyCompressor::new(algorithm, 0, 1);
+        let mut packed = Vec::new();
+        for size in [1024, 10 * 1024, 100 * 1024] {
+            let text = Bytes::from(record.repeat(size / record.len() + 1)[..size].to_owned());
+            packs.throughput(Throughput::Bytes(size as u64));
+            packs.bench_function(
+                BenchmarkId::from_parameter(support::size_label(size)),
+                |b| b.iter(|| compressor.compress(black_box(text.clone()))),
+            );
+            packed.push((size, compressor.compress(text).0));
+        }
+        packs.finish();
+        let mut opens = c.benchmark_group(format!("codec/decompress/{algorithm}"));
+        for (size, body) in packed {
+            opens.throughput(Throughput::Bytes(size as u64));
+            opens.bench_function(
+                BenchmarkId::from_parameter(support::size_label(size)),
+                |b| b.iter(|| decompress(algorithm, black_box(&body), 1 << 20).expect("opens")),
+            );
+        }
+        opens.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = support::criterion();
-    targets = bodies, frames
+    targets = bodies, frames, compression
 }
 criterion_main!(benches);

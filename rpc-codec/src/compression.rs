@@ -122,8 +122,7 @@ pub fn decompress(algorithm: Compression, body: &[u8], max: usize) -> Result<Byt
         #[cfg(feature = "gzip")]
         Compression::Gzip => read_limited(flate2::read::MultiGzDecoder::new(body), max, &mut out),
         #[cfg(feature = "zstd")]
-        Compression::Zstd => zstd::stream::read::Decoder::with_buffer(body)
-            .and_then(|d| read_limited(d, max, &mut out)),
+        Compression::Zstd => zstd_cx::decompress(body, max, &mut out),
         #[allow(unreachable_patterns)]
         other => return Err(fail(missing_feature(other), None)),
     };
@@ -147,6 +146,59 @@ fn read_limited(
 ) -> std::io::Result<usize> {
     use std::io::Read;
     reader.take(max as u64 + 1).read_to_end(out)
+}
+
+/// Zstandard with a context per thread: making a compression context costs
+/// more than compressing a kilobyte with it (~10 µs), so each thread keeps
+/// one compressor (for the last level it used) and one decompressor.
+#[cfg(feature = "zstd")]
+mod zstd_cx {
+    use std::cell::RefCell;
+
+    thread_local! {
+        static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { RefCell::new(None) };
+        static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { RefCell::new(None) };
+    }
+
+    pub(super) fn compress(body: &[u8], level: i32) -> Option<Vec<u8>> {
+        COMPRESSOR.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            if cell.as_ref().map(|(l, _)| *l) != Some(level) {
+                *cell = Some((level, zstd::bulk::Compressor::new(level).ok()?));
+            }
+            cell.as_mut()?.1.compress(body).ok()
+        })
+    }
+
+    /// Into `out`, at most `max` bytes (or one more, which the caller refuses).
+    /// A body whose frame header states its size (brisk's do) is opened in
+    /// one pass with the thread's context into exactly that room; anything
+    /// else (no size stated, several frames, corrupt) takes the streaming
+    /// decoder, stopped past `max`.
+    pub(super) fn decompress(body: &[u8], max: usize, out: &mut Vec<u8>) -> std::io::Result<usize> {
+        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(body) {
+            if size <= max as u64 {
+                out.reserve(size as usize);
+                let done = DECOMPRESSOR.with(|cell| {
+                    let mut cell = cell.borrow_mut();
+                    if cell.is_none() {
+                        *cell = Some(zstd::bulk::Decompressor::new()?);
+                    }
+                    match cell.as_mut() {
+                        Some(d) => d.decompress_to_buffer(body, out),
+                        None => Err(std::io::Error::other("no zstd context")),
+                    }
+                });
+                if let Ok(n) = done {
+                    return Ok(n);
+                }
+                out.clear();
+            }
+        }
+        super::read_limited(zstd::stream::read::Decoder::with_buffer(body)?, max, out)
+    }
 }
 
 fn missing_feature(algorithm: Compression) -> String {
@@ -244,7 +296,7 @@ fn compress(algorithm: Compression, body: &[u8], level: i32) -> Option<Vec<u8>> 
             encoder.finish().ok()
         }
         #[cfg(feature = "zstd")]
-        Compression::Zstd => zstd::bulk::compress(body, level).ok(),
+        Compression::Zstd => zstd_cx::compress(body, level),
         _ => {
             let _ = (body, level);
             None
@@ -325,6 +377,30 @@ mod tests {
             let random = Bytes::from(random);
             assert_eq!(c.compress(random.clone()), (random, Compression::None));
         }
+    }
+
+    #[test]
+    fn contexts_are_reused_across_bodies_and_levels() {
+        if !is_available(Compression::Zstd) {
+            return;
+        }
+        for (i, level) in [1, 1, 3, -5, 3].into_iter().enumerate() {
+            let c = BodyCompressor::new(Compression::Zstd, 0, level);
+            let body = text(5000 + i * 977);
+            let (packed, used) = c.compress(body.clone());
+            assert_eq!(used, Compression::Zstd);
+            assert_eq!(
+                decompress(used, &packed, 1 << 20).unwrap(),
+                body,
+                "level {level}"
+            );
+        }
+        // Two frames back to back (another sender's): the streaming path opens both.
+        let (a, _) = compressor(Compression::Zstd).compress(text(3000));
+        let (b, _) = compressor(Compression::Zstd).compress(text(2000));
+        let both = [a.as_ref(), b.as_ref()].concat();
+        let opened = decompress(Compression::Zstd, &both, 1 << 20).unwrap();
+        assert_eq!(opened.len(), 5000);
     }
 
     #[test]
