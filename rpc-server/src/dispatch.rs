@@ -89,7 +89,10 @@ pub(crate) fn start_call<'a>(
     run_call(ctx, route, req)
 }
 
-/// The call's interceptors, layers and handler.
+/// The call's interceptors, layers and handler. Inlined into both of
+/// `start_call`'s paths: a function of its own moved the request once more
+/// per call (callgrind: ~30 instructions).
+#[inline(always)]
 fn run_call<'a>(ctx: &'a ServerCtx, route: &'a RouteEntry, req: RpcRequest) -> CallFuture<'a> {
     if !ctx.has_middleware() {
         return route.handler.call(route.index, req.cx, req.body);

@@ -52,15 +52,10 @@ impl ReplyTo {
     ) -> OutFrame {
         match result {
             Ok(RpcResponse { body, metadata }) => {
-                let mut frame = match self.answer_in {
-                    Compression::None => OutFrame::response(self.id, self.serializer, body),
-                    algorithm => {
-                        let (body, used) = compression.compressor(algorithm).compress(body);
-                        let mut frame = OutFrame::response(self.id, self.serializer, body);
-                        frame.flags = compression::flags(used, Compression::None);
-                        frame
-                    }
-                };
+                let mut frame = OutFrame::response(self.id, self.serializer, body);
+                if self.answer_in != Compression::None {
+                    compress_answer(&mut frame, self.answer_in, compression);
+                }
                 frame.metadata = metadata;
                 frame
             }
@@ -78,6 +73,18 @@ impl ReplyTo {
     pub fn stream_error(self, err: &RpcError) -> OutFrame {
         OutFrame::stream_end(self.id, self.serializer, &Err(rpc_core::Status::from(err)))
     }
+}
+
+/// Compresses an answer's body in `algorithm` (when it is large enough and
+/// shrinks), out of the plain answer's way.
+#[cold]
+#[inline(never)]
+fn compress_answer(frame: &mut OutFrame, algorithm: Compression, settings: &AnswerCompression) {
+    let (body, used) = settings
+        .compressor(algorithm)
+        .compress(std::mem::take(&mut frame.body));
+    frame.body = body;
+    frame.flags = compression::flags(used, Compression::None);
 }
 
 /// Encodes an answer frame at the end of `buf`. An answer too large for the
