@@ -214,10 +214,10 @@ impl AnswerSlot {
     pub fn answer(mut self, result: Result<RpcResponse, RpcError>) {
         // Built before the slot gives up its duty: a panic here still counts
         // the call done (on drop).
-        let Some(compression) = self.answers.as_ref().map(|a| a.compression) else {
-            return;
+        let frame = match &self.answers {
+            Some(answers) => self.reply_to.answer(result, &answers.compression),
+            None => return,
         };
-        let frame = self.reply_to.answer(result, &compression);
         if let Some(answers) = self.answers.take() {
             answers.deliver(Some(&frame), self.reserved.take());
         }
