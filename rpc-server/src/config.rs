@@ -284,7 +284,9 @@ impl AnswerCompression {
     /// ([`Compression::None`] otherwise). One mask test in the usual case.
     #[inline]
     pub(crate) fn answer_in(&self, flags: u8) -> Compression {
-        if !self.answers {
+        // The flags first: a request that asks for nothing (the usual case)
+        // does not touch the settings.
+        if flags & rpc_codec::compression::ACCEPT_MASK == 0 || !self.answers {
             return Compression::None;
         }
         rpc_codec::compression::accepted(flags)

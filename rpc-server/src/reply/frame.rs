@@ -7,7 +7,7 @@
 //! caller always gets a frame — the answer or its `FrameTooLarge` error —
 //! instead of waiting for its timeout.
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use rpc_codec::compression;
 use rpc_codec::{Header, OutFrame};
 use rpc_core::{Compression, RpcError, RpcResponse};
@@ -52,12 +52,15 @@ impl ReplyTo {
     ) -> OutFrame {
         match result {
             Ok(RpcResponse { body, metadata }) => {
-                let mut frame = OutFrame::response(self.id, self.serializer, body);
-                if self.answer_in != Compression::None {
-                    compress_answer(&mut frame, self.answer_in, compression);
+                let (body, flags) = match self.answer_in {
+                    Compression::None => (body, 0),
+                    algorithm => compress_answer(body, algorithm, compression),
+                };
+                OutFrame {
+                    flags,
+                    metadata,
+                    ..OutFrame::response(self.id, self.serializer, body)
                 }
-                frame.metadata = metadata;
-                frame
             }
             Err(e) => self.error(&e),
         }
@@ -75,16 +78,17 @@ impl ReplyTo {
     }
 }
 
-/// Compresses an answer's body in `algorithm` (when it is large enough and
-/// shrinks), out of the plain answer's way.
+/// An answer's body compressed in `algorithm` (when it is large enough and
+/// shrinks) and the flags that say so, out of the plain answer's way.
 #[cold]
 #[inline(never)]
-fn compress_answer(frame: &mut OutFrame, algorithm: Compression, settings: &AnswerCompression) {
-    let (body, used) = settings
-        .compressor(algorithm)
-        .compress(std::mem::take(&mut frame.body));
-    frame.body = body;
-    frame.flags = compression::flags(used, Compression::None);
+fn compress_answer(
+    body: Bytes,
+    algorithm: Compression,
+    settings: &AnswerCompression,
+) -> (Bytes, u8) {
+    let (body, used) = settings.compressor(algorithm).compress(body);
+    (body, compression::flags(used, Compression::None))
 }
 
 /// Encodes an answer frame at the end of `buf`. An answer too large for the
