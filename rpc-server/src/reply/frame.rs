@@ -11,9 +11,9 @@ use bytes::{Bytes, BytesMut};
 use rpc_codec::compression;
 use rpc_codec::{Header, OutFrame};
 use rpc_core::{Compression, RpcError, RpcResponse};
+use tracing::warn;
 
 use crate::config::AnswerCompression;
-use tracing::warn;
 
 /// Whom an answer goes to: the request's id on its connection and the
 /// serializer byte it arrived with (kept raw, so that a request naming an
