@@ -81,12 +81,21 @@ pub(crate) fn start_call<'a>(
     req: RpcRequest,
 ) -> CallFuture<'a> {
     if crate::call_span::wanted() {
-        let span = crate::call_span::open(route, &req.cx);
-        if !span.is_disabled() {
-            return crate::call_span::around(span, run_call(ctx, route, req));
-        }
+        return start_traced(ctx, route, req);
     }
     run_call(ctx, route, req)
+}
+
+/// [`start_call`] when a subscriber may want the call's span: out of line,
+/// so the untraced path is one load and one branch.
+#[cold]
+#[inline(never)]
+fn start_traced<'a>(ctx: &'a ServerCtx, route: &'a RouteEntry, req: RpcRequest) -> CallFuture<'a> {
+    let span = crate::call_span::open(route, &req.cx);
+    if span.is_disabled() {
+        return run_call(ctx, route, req);
+    }
+    crate::call_span::around(span, run_call(ctx, route, req))
 }
 
 /// The call's interceptors, layers and handler. Inlined into both of

@@ -52,18 +52,33 @@ impl ReplyTo {
     ) -> OutFrame {
         match result {
             Ok(RpcResponse { body, metadata }) => {
-                let (body, flags) = match self.answer_in {
-                    Compression::None => (body, 0),
-                    algorithm => compress_answer(body, algorithm, compression),
-                };
-                OutFrame {
-                    flags,
-                    metadata,
-                    ..OutFrame::response(self.id, self.serializer, body)
+                if self.answer_in != Compression::None {
+                    return self.compressed_answer(body, metadata, compression);
                 }
+                let mut frame = OutFrame::response(self.id, self.serializer, body);
+                frame.metadata = metadata;
+                frame
             }
             Err(e) => self.error(&e),
         }
+    }
+
+    /// [`answer`](Self::answer)'s compressed case, out of the plain
+    /// answer's way: the body compressed in what the caller asked for (when
+    /// it is large enough and shrinks), and the flags that say so.
+    #[cold]
+    #[inline(never)]
+    fn compressed_answer(
+        self,
+        body: Bytes,
+        metadata: rpc_core::Metadata,
+        settings: &AnswerCompression,
+    ) -> OutFrame {
+        let (body, used) = settings.compressor(self.answer_in).compress(body);
+        let mut frame = OutFrame::response(self.id, self.serializer, body);
+        frame.flags = compression::flags(used, Compression::None);
+        frame.metadata = metadata;
+        frame
     }
 
     /// The error frame for `err`.
@@ -76,19 +91,6 @@ impl ReplyTo {
     pub fn stream_error(self, err: &RpcError) -> OutFrame {
         OutFrame::stream_end(self.id, self.serializer, &Err(rpc_core::Status::from(err)))
     }
-}
-
-/// An answer's body compressed in `algorithm` (when it is large enough and
-/// shrinks) and the flags that say so, out of the plain answer's way.
-#[cold]
-#[inline(never)]
-fn compress_answer(
-    body: Bytes,
-    algorithm: Compression,
-    settings: &AnswerCompression,
-) -> (Bytes, u8) {
-    let (body, used) = settings.compressor(algorithm).compress(body);
-    (body, compression::flags(used, Compression::None))
 }
 
 /// Encodes an answer frame at the end of `buf`. An answer too large for the
