@@ -34,20 +34,7 @@ async fn send(
     body: impl Into<Bytes>,
     headers: &[(&str, &str)],
 ) -> (StatusCode, String) {
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "localhost");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    sender.ready().await.unwrap();
-    let resp = sender
-        .send_request(req.body(Full::new(body.into())).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let (status, _, body) = send_bytes(sender, method, path, body.into(), headers).await;
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
@@ -262,15 +249,16 @@ async fn binary_calls_show_up_in_metrics_too() {
     .await;
 }
 
-/// Like `send`, with the answer's headers and its body as bytes.
+/// A request; the answer's status, headers and body.
 async fn send_bytes(
     sender: &mut SendRequest<Full<Bytes>>,
+    method: &str,
     path: &str,
     body: Bytes,
     headers: &[(&str, &str)],
 ) -> (StatusCode, hyper::HeaderMap, Bytes) {
     let mut req = Request::builder()
-        .method("POST")
+        .method(method)
         .uri(path)
         .header("host", "localhost");
     for (k, v) in headers {
@@ -308,6 +296,7 @@ async fn content_encoding_and_accept_encoding() {
             ] {
                 let (status, headers, body) = send_bytes(
                     &mut http,
+                    "POST",
                     "/Calc/echo",
                     gzipped.clone(),
                     &[("content-encoding", "gzip"), ("accept-encoding", accept)],
@@ -327,13 +316,20 @@ async fn content_encoding_and_accept_encoding() {
             }
 
             // No Accept-Encoding: plain. A small answer: plain, whatever is accepted.
-            let (status, headers, body) =
-                send_bytes(&mut http, "/Calc/echo", Bytes::from(json.clone()), &[]).await;
+            let (status, headers, body) = send_bytes(
+                &mut http,
+                "POST",
+                "/Calc/echo",
+                Bytes::from(json.clone()),
+                &[],
+            )
+            .await;
             assert_eq!(status, StatusCode::OK);
             assert!(headers.get("content-encoding").is_none());
             assert_eq!(serde_json::from_slice::<Vec<u8>>(&body).unwrap(), numbers);
             let (status, headers, body) = send_bytes(
                 &mut http,
+                "POST",
                 "/Calc/add",
                 Bytes::from_static(b"[1, 2]"),
                 &[("accept-encoding", "gzip")],
@@ -346,6 +342,7 @@ async fn content_encoding_and_accept_encoding() {
             // naming the problem; the connection goes on.
             let (status, _, body) = send_bytes(
                 &mut http,
+                "POST",
                 "/Calc/echo",
                 Bytes::from(json.clone()),
                 &[("content-encoding", "br")],
@@ -356,6 +353,7 @@ async fn content_encoding_and_accept_encoding() {
             assert!(text.contains("identity, gzip, zstd"), "{name}: {text}");
             let (status, _, body) = send_bytes(
                 &mut http,
+                "POST",
                 "/Calc/echo",
                 Bytes::from(json.clone()),
                 &[("content-encoding", "zstd")],

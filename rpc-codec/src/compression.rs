@@ -31,6 +31,9 @@ pub const BODY_MASK: u8 = 0b0000_0011;
 /// Where the algorithm a caller takes its answer in starts (bits 2-3).
 const ACCEPT_SHIFT: u8 = 2;
 
+/// zstd's levels (negative ones are faster still); gzip takes 0..=9.
+pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = -(1 << 17)..=22;
+
 /// Bits 2-3 of the flags byte: the algorithm a caller takes its answer in.
 pub const ACCEPT_MASK: u8 = BODY_MASK << ACCEPT_SHIFT;
 
@@ -100,10 +103,7 @@ pub fn open_body(flags: u8, body: Bytes, max: usize) -> Result<Bytes, RpcError> 
 #[cold]
 #[inline(never)]
 fn open_compressed(flags: u8, body: &[u8], max: usize) -> Result<Bytes, RpcError> {
-    match body_compression(flags)? {
-        Compression::None => Ok(Bytes::copy_from_slice(body)),
-        algorithm => decompress(algorithm, body, max),
-    }
+    decompress(body_compression(flags)?, body, max)
 }
 
 /// `body` decompressed with `algorithm`; more than `max` bytes is an error.
@@ -249,7 +249,7 @@ impl BodyCompressor {
         }
         let (low, high) = match self.algorithm {
             Compression::Gzip => (0, 9),
-            _ => (-(1 << 17), 22),
+            _ => (*ZSTD_LEVELS.start(), *ZSTD_LEVELS.end()),
         };
         if !(low..=high).contains(&self.level) {
             return Err(RpcError::config(

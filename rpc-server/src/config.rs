@@ -267,11 +267,12 @@ impl AnswerCompression {
     /// Checks the level; the error names the key.
     pub fn validate(&self) -> Result<(), RpcError> {
         // zstd's range (gzip takes the nearest of its own).
-        if !(-(1 << 17)..=22).contains(&self.level) {
+        let levels = rpc_codec::compression::ZSTD_LEVELS;
+        if !levels.contains(&self.level) {
             return Err(RpcError::config(
                 "compression.level",
                 format!(
-                    "must be within -131072..=22 (zstd's levels), not {}",
+                    "must be within {levels:?} (zstd's levels), not {}",
                     self.level
                 ),
             ));
@@ -284,12 +285,13 @@ impl AnswerCompression {
     /// ([`Compression::None`] otherwise). One mask test in the usual case.
     #[inline]
     pub(crate) fn answer_in(&self, flags: u8) -> Compression {
-        // The flags first: a request that asks for nothing (the usual case)
-        // does not touch the settings.
-        if flags & rpc_codec::compression::ACCEPT_MASK == 0 || !self.answers {
-            return Compression::None;
+        // The flags first (inline, one mask test): a request that asks for
+        // nothing, the usual case, does not touch the settings.
+        match rpc_codec::compression::accepted(flags) {
+            Compression::None => Compression::None,
+            _ if !self.answers => Compression::None,
+            algorithm => algorithm,
         }
-        rpc_codec::compression::accepted(flags)
     }
 
     /// The compressor of an answer in `algorithm`, with these settings.

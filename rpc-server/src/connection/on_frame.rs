@@ -238,20 +238,16 @@ impl<'a> Conn<'a, '_> {
         }
         // A compressed body is opened here, so handlers, interceptors and
         // layers see it plain; one that cannot be opened fails this call only.
-        let body = if !rpc_codec::compression::is_compressed(frame.header.flags) {
-            frame.body
-        } else {
-            match rpc_codec::compression::open_body(
-                frame.header.flags,
-                frame.body,
-                ctx.config.transport.max_frame_size,
-            ) {
-                Ok(body) => body,
-                Err(e) => {
-                    warn!(peer = ?self.peer, request_id = id, error = %e, "request body not opened");
-                    self.reply_error(reply_to, stream, e, answers);
-                    return None;
-                }
+        let body = match rpc_codec::compression::open_body(
+            frame.header.flags,
+            frame.body,
+            ctx.config.transport.max_frame_size,
+        ) {
+            Ok(body) => body,
+            Err(e) => {
+                warn!(peer = ?self.peer, request_id = id, error = %e, "request body not opened");
+                self.reply_error(reply_to, stream, e, answers);
+                return None;
             }
         };
         let timeout_ms = frame.header.timeout_ms;
