@@ -324,14 +324,23 @@ impl PoolJob {
     /// `ServerBusy` error is returned, for the caller to answer right away.
     /// `ctx` and `route` (the caller's, the same the job holds) count the
     /// rejection: borrowed rather than cloned out of the job, whose `Arc`s are
-    /// shared by every connection and worker thread.
+    /// shared by every connection and worker thread. `batched`: one call of
+    /// a batch, after which the caller wakes the pool once
+    /// ([`WorkerPool::wake_idle`]).
     pub fn submit(
         self,
         pool: &WorkerPool,
         ctx: &ServerCtx,
         route: &RouteEntry,
+        batched: bool,
     ) -> Result<(), RpcError> {
-        match pool.submit(Box::new(move || self.run())) {
+        let task: crate::pool::Task = Box::new(move || self.run());
+        let submitted = if batched {
+            pool.submit_quietly(task)
+        } else {
+            pool.submit(task)
+        };
+        match submitted {
             Ok(()) => Ok(()),
             Err(rejected) => {
                 drop(rejected);

@@ -355,6 +355,11 @@ async fn serve_halves<R, W>(
                 }
             }
         }
+        // The batch's pooled calls were submitted quietly: one wake-up for
+        // all of them, and none if a worker is awake to take them.
+        if let (true, Some(lane)) = (called, &pool_lane) {
+            lane.pool.wake_idle();
+        }
         if let Some(pooled) = pooled {
             outbox.take_pooled(pooled);
         }

@@ -283,7 +283,7 @@ impl<'a> Conn<'a, '_> {
                     received,
                     reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
-                match job.submit(lane.pool, self.ctx, route) {
+                match job.submit(lane.pool, self.ctx, route, true) {
                     Ok(()) => live.insert(Live {
                         cancel,
                         route,

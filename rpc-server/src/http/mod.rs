@@ -314,7 +314,7 @@ async fn call(
                     received,
                     reply: Reply::Channel(tx),
                 }
-                .submit(pool, ctx, &route)?;
+                .submit(pool, ctx, &route, false)?;
                 rx.await
                     .map_err(|_| RpcError::Handler("the worker dropped the call".into()))?
             }

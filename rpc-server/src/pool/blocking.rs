@@ -58,7 +58,9 @@ impl BlockingQueue {
 }
 
 impl TaskQueue for BlockingQueue {
-    fn offer(&self, task: Task) -> Result<(), Task> {
+    /// Every offer wakes a parked worker (`LinkedBlockingQueue`'s
+    /// semantics), so `wake` changes nothing here and nothing needs rescue.
+    fn offer(&self, task: Task, _wake: bool) -> Result<bool, Task> {
         let mut state = self.state.lock();
         if state.tasks.len() >= self.capacity {
             return Err(task);
@@ -69,7 +71,19 @@ impl TaskQueue for BlockingQueue {
         // The task is visible under the lock before we notify, and waiters
         // re-check the deque under the same lock, so no wake-up is lost.
         self.not_empty.notify_one();
-        Ok(())
+        Ok(false)
+    }
+
+    fn wake_idle(&self) -> bool {
+        false
+    }
+
+    fn rescue(&self, _now: u64) -> bool {
+        false
+    }
+
+    fn is_empty_locked(&self) -> bool {
+        self.state.lock().tasks.is_empty()
     }
 
     fn poll(&self, timeout: Option<Duration>) -> Option<Task> {
@@ -125,13 +139,16 @@ mod tests {
         for i in 0..2 {
             let tx = tx.clone();
             assert!(q
-                .offer(Box::new(move || {
-                    tx.send(i).ok();
-                }))
+                .offer(
+                    Box::new(move || {
+                        tx.send(i).ok();
+                    }),
+                    true
+                )
                 .is_ok());
         }
         assert_eq!(q.len(), 2);
-        assert!(q.offer(Box::new(|| {})).is_err());
+        assert!(q.offer(Box::new(|| {}), true).is_err());
         while let Some(t) = q.poll(Some(Duration::ZERO)) {
             t();
         }
@@ -184,9 +201,12 @@ mod tests {
             }
         });
         assert!(q
-            .offer(Box::new(move || {
-                tx.send(7).ok();
-            }))
+            .offer(
+                Box::new(move || {
+                    tx.send(7).ok();
+                }),
+                true
+            )
             .is_ok());
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(7));
         h.join().unwrap();

@@ -100,6 +100,10 @@ impl Latch {
         self.changed.notify_all();
     }
 
+    fn reached(&self, n: usize) -> bool {
+        *self.count.lock() >= n
+    }
+
     fn wait_for(&self, n: usize) {
         let mut count = self.count.lock();
         while *count < n {
@@ -302,10 +306,11 @@ fn two_parked_workers_are_woken_by_two_offers() {
 }
 
 /// Two parked core threads; task a blocks until task b has run, and both are
-/// offered back to back. Whichever worker takes a is stuck in it, so b must
-/// reach the *other* worker: for the transfer queue, which wakes only one
-/// worker at a time, that is the wake-up passed on by the worker that took a
-/// while b was queued. Without it b waits behind a forever — a deadlock here.
+/// offered back to back. Whichever worker takes a is stuck in it, and with
+/// lazy wake-ups (transfer queue) b's offer may see it awake and wake nobody:
+/// the monitor's ticks must then wake the other worker. The model ticks the
+/// monitor itself (loom has no clock) until b has run; without the rescue b
+/// waits behind a forever — a deadlock or an endless loop here.
 #[test]
 fn a_blocked_worker_does_not_strand_a_queued_task() {
     check(2, &[TimedWaits::Never], |kind| {
@@ -319,9 +324,69 @@ fn a_blocked_worker_does_not_strand_a_queued_task() {
             "task a rejected"
         );
         assert!(submit(&pool, b.task(&done)), "task b rejected");
+        while !done.reached(1) {
+            pool.shared.watch();
+            loom::thread::yield_now();
+        }
         done.wait_for(2);
         shutdown_and_check(&pool, 2, 0);
         assert_eq!((a.runs(), b.runs()), (1, 1));
+    });
+}
+
+/// Two tasks offered quietly (a connection's read batch), then one
+/// `wake_idle`, while the two core threads start and park: both tasks must
+/// run without any further wake-up — the one wake reaches a parked worker,
+/// or a worker not yet parked finds the tasks — or the model deadlocks.
+#[test]
+fn a_quiet_batch_needs_one_wake() {
+    check(2, &[TimedWaits::Never], |kind| {
+        let pool = WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config");
+        let done = Latch::new();
+        let (a, b) = (Probe::new(), Probe::new());
+
+        assert!(
+            pool.submit_quietly(a.task(&done)).is_ok(),
+            "task a rejected"
+        );
+        assert!(
+            pool.submit_quietly(b.task(&done)).is_ok(),
+            "task b rejected"
+        );
+        pool.wake_idle();
+        done.wait_for(2);
+        shutdown_and_check(&pool, 2, 0);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+    });
+}
+
+/// A worker's deferred wake-up is sent exactly once whether the worker's
+/// flush (its run of tasks ended) or the monitor's look (it seemed stuck in
+/// a task) comes first, and neither loses it.
+#[test]
+fn a_deferred_wake_is_sent_exactly_once() {
+    use std::task::{Wake, Waker};
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    check(3, &[TimedWaits::Never], |_| {
+        let seat = Arc::new(Seat::new());
+        let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+        seat.defer(Waker::from(count.clone()));
+        let worker = {
+            let seat = Arc::clone(&seat);
+            loom::thread::spawn(move || {
+                seat.start_task(0);
+                seat.end_task();
+                seat.flush();
+            })
+        };
+        seat.watch(2);
+        worker.join().expect("worker");
+        assert_eq!(count.0.load(SeqCst), 1);
     });
 }
 

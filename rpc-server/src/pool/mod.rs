@@ -34,17 +34,33 @@
 //! # The two queue kinds
 //!
 //! Both sit behind the private `TaskQueue` trait (offer / poll with timeout /
-//! len / close):
+//! len / close, plus the wake-up hooks below):
 //!
 //! * [`QueueKind::Blocking`] (`blocking.rs`) — `LinkedBlockingQueue`: a mutex
-//!   and condvar around a `VecDeque`, bounded by `queue_size` queued tasks.
+//!   and condvar around a `VecDeque`, bounded by `queue_size` queued tasks;
+//!   every offer wakes a parked worker.
 //! * [`QueueKind::Transfer`] (`transfer.rs`, the default) —
-//!   `LinkedTransferQueue` as Motan uses it: a hand-off queue that wakes the
-//!   most recently parked worker, one at a time (a burst of tasks wakes
-//!   workers as the queue needs them, not all at once). Like Motan, the
-//!   *pool* bounds it with the submitted-task counter it already keeps for the
-//!   rule above: a submit is rejected when submitted (queued + running) would
-//!   exceed `queue_size + max_threads`.
+//!   `LinkedTransferQueue` as Motan uses it: a hand-off queue that wakes a
+//!   worker only when none is awake to take the task, the most recently
+//!   parked first. Like Motan, the *pool* bounds it with the submitted-task
+//!   counter it already keeps for the rule above: a submit is rejected when
+//!   submitted (queued + running) would exceed `queue_size + max_threads`.
+//!
+//! # Wake-ups, and the monitor
+//!
+//! On two cores a context switch costs more than a short handler, so the
+//! pool is built to need few: a batch of tasks submitted quietly
+//! ([`WorkerPool::submit_quietly`], then one [`WorkerPool::wake_idle`]) wakes
+//! at most one worker; a worker runs queued tasks back to back without
+//! parking; and the wake-ups its tasks ask for ([`wake_soon`], a connection's
+//! answers) go out once its run of tasks ends (`seat.rs`). All of that rests
+//! on an awake worker coming back soon, which a blocking handler breaks; so a
+//! monitor thread (`monitor.rs`) looks every millisecond while there is work
+//! and wakes one more worker while the oldest queued task has waited a full
+//! tick, and sends the deferred wake-ups of a worker stuck in a task. A
+//! blocking handler holds up what is queued behind it for 1–2 ms, not for as
+//! long as it blocks. Growth is untouched: a submit still starts a thread
+//! when more tasks are unfinished than threads are live.
 //!
 //! # Correctness notes
 //!
@@ -71,7 +87,11 @@
 //!   interleaving).
 //! * *Lost wake-ups.* Each queue's `poll` re-checks for tasks and for `close`
 //!   under the same synchronisation the producer uses to publish, so a worker
-//!   that is about to park always sees a concurrent offer or close.
+//!   that is about to park always sees a concurrent offer or close. A worker
+//!   leaves `active` before it looks for its next task, so an offer that saw
+//!   it active (and woke nobody) is seen by it. The monitor sleeps only after
+//!   looking for work under the queue's and the seats' locks, with `asleep`
+//!   set first (see `monitor.rs`).
 //!
 //! # Model checking
 //!
@@ -79,23 +99,29 @@
 //! checks its own primitives: `sync.rs` lets this module, `blocking.rs` and
 //! `transfer.rs` run on loom's primitives under
 //! `RUSTFLAGS="--cfg brisk_loom"`, and `loom_tests.rs` explores every
-//! interleaving of small models (exactly-once, the bound, wake-ups, retiring,
-//! submit racing shutdown) up to a preemption bound. Run them with
+//! interleaving of small models (exactly-once, the bound, wake-ups, a quiet
+//! batch, the monitor's rescue, deferred wake-ups, retiring, submit racing
+//! shutdown) up to a preemption bound. Run them with
 //! `.ci/loom`. They found the two `shutdown` races now fixed there: it could
 //! return `true` before an accepted task had run, and `false` with no time
 //! limit.
 
 mod blocking;
 mod config;
+mod monitor;
+mod seat;
 mod stats;
 mod sync;
 mod transfer;
 
 pub use config::{PoolConfig, PoolError, QueueKind, Rejected};
+pub(crate) use seat::wake_soon;
 pub use stats::PoolStats;
 
 use crate::panic::panic_message;
 use blocking::BlockingQueue;
+use monitor::Monitor;
+use seat::Seat;
 use std::fmt;
 use std::io;
 use std::ops::Deref;
@@ -118,10 +144,34 @@ pub type Task = Box<dyn FnOnce() + Send + 'static>;
 /// but offers are still accepted so that a submission that raced shutdown is
 /// drained rather than lost.
 pub(crate) trait TaskQueue: Send + Sync {
-    fn offer(&self, task: Task) -> Result<(), Task>;
+    /// Queues `task`; with `wake` false the queue may leave waking a worker
+    /// for it to a later [`wake_idle`](Self::wake_idle). `Ok(true)`: the
+    /// queued tasks wait for a worker that is inside a task (it may block),
+    /// so the monitor must watch.
+    fn offer(&self, task: Task, wake: bool) -> Result<bool, Task>;
+    /// Wakes a worker if tasks are queued and none is awake to take them;
+    /// returns whether the monitor must watch, as `offer` does.
+    fn wake_idle(&self) -> bool;
+    /// The monitor's tick `now`: wakes a worker if the oldest task has
+    /// waited a full tick. Returns whether any task is queued.
+    #[cfg_attr(brisk_loom, allow(dead_code))] // used by the monitor thread, not started under loom
+    fn rescue(&self, now: u64) -> bool;
+    /// Whether no task is queued, read under the queue's lock.
+    #[cfg_attr(brisk_loom, allow(dead_code))] // used by the monitor thread, not started under loom
+    fn is_empty_locked(&self) -> bool;
     fn poll(&self, timeout: Option<Duration>) -> Option<Task>;
     fn len(&self) -> usize;
     fn close(&self);
+}
+
+/// What the queue reads of the pool's activity: the workers inside a task,
+/// and the monitor's clock.
+#[derive(Default)]
+pub(crate) struct Pulse {
+    /// Threads currently inside a task.
+    active: Padded<AtomicUsize>,
+    /// Ticks of the monitor since the pool started ([`monitor::TICK`] each).
+    tick: AtomicU64,
 }
 
 /// Keeps a hot counter on its own cache line so that workers bumping one
@@ -150,8 +200,8 @@ struct Shared {
 
     /// Accepted but unfinished tasks (queued + running + being handed over).
     submitted: Padded<AtomicUsize>,
-    /// Threads currently inside a task.
-    active: Padded<AtomicUsize>,
+    /// Threads inside a task, and the monitor's tick (shared with the queue).
+    pulse: Arc<Pulse>,
     completed: Padded<AtomicU64>,
     /// Live threads, including slots reserved for threads being spawned.
     pool_size: Padded<AtomicUsize>,
@@ -161,6 +211,11 @@ struct Shared {
     next_id: AtomicUsize,
 
     handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Every live worker, as the monitor sees it.
+    seats: Mutex<Vec<Arc<Seat>>>,
+    monitor: Monitor,
+    /// The monitor thread, joined by `shutdown`.
+    monitor_thread: Mutex<Option<JoinHandle<()>>>,
     /// Signalled whenever a thread gives up its `pool_size` slot.
     exit_lock: Mutex<()>,
     exited: Condvar,
@@ -266,8 +321,13 @@ impl Shared {
         }
     }
 
-    fn run(&self, task: Task) {
-        self.active.fetch_add(1, SeqCst);
+    fn run(&self, seat: &Seat, task: Task) {
+        if seat.start_task(self.pulse.tick.load(Relaxed)) {
+            // Wake-ups stay deferred while this task runs: if it blocks,
+            // the monitor sends them.
+            self.monitor.nudge();
+        }
+        self.pulse.active.fetch_add(1, SeqCst);
         if let Err(payload) = catch_unwind(AssertUnwindSafe(task)) {
             tracing::error!(
                 pool = %self.name,
@@ -275,7 +335,8 @@ impl Shared {
                 "worker pool task panicked"
             );
         }
-        self.active.fetch_sub(1, SeqCst);
+        self.pulse.active.fetch_sub(1, SeqCst);
+        seat.end_task();
         self.completed.fetch_add(1, Relaxed);
         self.submitted.fetch_sub(1, SeqCst);
     }
@@ -311,27 +372,50 @@ impl Shared {
     fn begin_shutdown(&self) {
         if !self.shutdown.swap(true, SeqCst) {
             self.queue.close();
+            self.monitor.stop();
         }
     }
 }
 
 fn worker_loop(shared: &Shared, first: Option<Task>) {
     tracing::debug!(pool = %shared.name, "worker thread started");
+    let seat = Arc::new(Seat::new());
+    shared.seats.lock().push(seat.clone());
+    #[cfg(not(brisk_loom))]
+    seat::sit(&seat);
+    let retired = work(shared, &seat, first);
+    seat.flush();
+    #[cfg(not(brisk_loom))]
+    seat::stand();
+    shared.seats.lock().retain(|s| !Arc::ptr_eq(s, &seat));
+    if retired {
+        tracing::debug!(pool = %shared.name, "idle worker thread retired");
+        shared.notify_exit(); // `try_retire` gave up the slot
+    } else {
+        tracing::debug!(pool = %shared.name, "worker thread stopped");
+        shared.release_slot();
+    }
+}
+
+/// A worker's tasks until it retires (`true`, its slot already given up) or
+/// the pool has drained at shutdown (`false`).
+fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
     if let Some(task) = first {
-        shared.run(task);
+        shared.run(seat, task);
     }
     loop {
         if shared.shutdown.load(SeqCst) {
             // Draining: run whatever is queued, exit once no accepted task is
             // outside a worker (queued, or still inside `submit`).
             if let Some(task) = shared.queue.poll(Some(Duration::ZERO)) {
-                shared.run(task);
+                shared.run(seat, task);
                 continue;
             }
+            seat.flush();
             let submitted = shared.submitted.load(SeqCst);
-            let active = shared.active.load(SeqCst);
+            let active = shared.pulse.active.load(SeqCst);
             if submitted <= active {
-                break;
+                return false;
             }
             // Only transient states get here (a task between `submitted += 1`
             // and the queue, or between dequeue and `active += 1`).
@@ -340,19 +424,24 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
         }
         let timed = shared.pool_size.load(SeqCst) > shared.core;
         let timeout = timed.then_some(shared.keep_alive);
-        match shared.queue.poll(timeout) {
-            Some(task) => shared.run(task),
+        // The next task without waiting; only when there is none do the
+        // wake-ups deferred by the tasks just run go out, before parking.
+        let next = match shared.queue.poll(Some(Duration::ZERO)) {
+            Some(task) => Some(task),
+            None => {
+                seat.flush();
+                shared.queue.poll(timeout)
+            }
+        };
+        match next {
+            Some(task) => shared.run(seat, task),
             None => {
                 if timed && shared.try_retire() {
-                    tracing::debug!(pool = %shared.name, "idle worker thread retired");
-                    shared.notify_exit(); // `try_retire` gave up the slot
-                    return;
+                    return true;
                 }
             }
         }
     }
-    tracing::debug!(pool = %shared.name, "worker thread stopped");
-    shared.release_slot();
 }
 
 /// A bounded pool of OS threads with Tomcat's grow-before-queue policy.
@@ -401,10 +490,11 @@ impl WorkerPool {
     /// Validates `config` and starts `core_threads` threads.
     pub fn new(config: PoolConfig) -> Result<WorkerPool, PoolError> {
         config.validate().map_err(PoolError::InvalidConfig)?;
+        let pulse = Arc::new(Pulse::default());
         let (queue, submit_limit): (Box<dyn TaskQueue>, usize) = match config.queue {
             QueueKind::Blocking => (Box::new(BlockingQueue::new(config.queue_size)), usize::MAX),
             QueueKind::Transfer => (
-                Box::new(TransferQueue::new()),
+                Box::new(TransferQueue::new(pulse.clone())),
                 config.queue_size.saturating_add(config.max_threads),
             ),
         };
@@ -416,7 +506,7 @@ impl WorkerPool {
             submit_limit,
             name: config.name.clone(),
             submitted: Padded::default(),
-            active: Padded::default(),
+            pulse,
             completed: Padded::default(),
             pool_size: Padded::default(),
             largest: AtomicUsize::new(0),
@@ -424,6 +514,9 @@ impl WorkerPool {
             shutdown: AtomicBool::new(false),
             next_id: AtomicUsize::new(1),
             handles: Mutex::new(Vec::with_capacity(config.max_threads.min(1024))),
+            seats: Mutex::new(Vec::with_capacity(config.max_threads.min(1024))),
+            monitor: Monitor::new(),
+            monitor_thread: Mutex::new(None),
             exit_lock: Mutex::new(()),
             exited: Condvar::new(),
         });
@@ -438,6 +531,15 @@ impl WorkerPool {
                 return Err(PoolError::Spawn(e));
             }
         }
+        #[cfg(not(brisk_loom))]
+        {
+            let shared = Arc::clone(&pool.shared);
+            let monitor = thread::Builder::new()
+                .name(format!("{}-monitor", pool.config.name))
+                .spawn(move || monitor::run(&shared))
+                .map_err(PoolError::Spawn)?;
+            *pool.shared.monitor_thread.lock() = Some(monitor);
+        }
         Ok(pool)
     }
 
@@ -449,6 +551,24 @@ impl WorkerPool {
     /// [`QueueKind::Transfer`], `queue_size + max_threads` tasks unfinished) or
     /// the pool is shut down.
     pub fn submit(&self, task: Task) -> Result<(), Rejected> {
+        self.submit_with(task, true)
+    }
+
+    /// [`submit`](Self::submit) for one of a batch: the queue may leave
+    /// waking a worker for it to [`wake_idle`](Self::wake_idle), called once
+    /// after the batch.
+    pub fn submit_quietly(&self, task: Task) -> Result<(), Rejected> {
+        self.submit_with(task, false)
+    }
+
+    /// Wakes a worker for tasks submitted quietly, unless one is awake.
+    pub fn wake_idle(&self) {
+        if self.shared.queue.wake_idle() {
+            self.shared.monitor.nudge();
+        }
+    }
+
+    fn submit_with(&self, task: Task, wake: bool) -> Result<(), Rejected> {
         let s = &self.shared;
         // Cheap early-out; the re-check below is the one that matters.
         if s.shutdown.load(SeqCst) {
@@ -481,8 +601,13 @@ impl WorkerPool {
             }
         }
 
-        match s.queue.offer(task) {
-            Ok(()) => Ok(()),
+        match s.queue.offer(task, wake) {
+            Ok(watch) => {
+                if watch {
+                    s.monitor.nudge();
+                }
+                Ok(())
+            }
             Err(task) => {
                 // Queue full (blocking queue only). Last chance, as in
                 // `ThreadPoolExecutor`: grow if below max.
@@ -513,7 +638,7 @@ impl WorkerPool {
         let s = &self.shared;
         PoolStats {
             pool_size: s.pool_size.load(Relaxed),
-            active: s.active.load(Relaxed),
+            active: s.pulse.active.load(Relaxed),
             queued: s.queue.len(),
             submitted: s.submitted.load(Relaxed),
             completed: s.completed.load(Relaxed),
@@ -579,6 +704,13 @@ impl WorkerPool {
             let handles = std::mem::take(&mut *s.handles.lock());
             if handles.is_empty() {
                 if !s.busy() {
+                    // The monitor saw the flag (`begin_shutdown` woke it).
+                    let monitor = s.monitor_thread.lock().take();
+                    if let Some(monitor) = monitor {
+                        if monitor.join().is_err() {
+                            tracing::error!(pool = %s.name, "pool monitor panicked");
+                        }
+                    }
                     return true;
                 }
                 continue; // a slot was taken back after we looked: wait again

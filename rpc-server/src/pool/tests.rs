@@ -649,3 +649,89 @@ fn withdrawn_submit_wakes_a_waiting_shutdown() {
         assert_eq!(pool.stats().rejected, 1, "{kind}");
     }
 }
+
+/// Two core threads, one blocked in its task: the task submitted behind it
+/// finds no worker awake to take it (the blocked one counts as awake), so the
+/// monitor must wake the parked one — within a couple of ticks, while the
+/// blocker is still blocked.
+#[test]
+fn a_task_behind_a_blocked_worker_is_rescued_by_the_monitor() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 2, 2, 100)).unwrap();
+        let gate = Gate::new();
+        pool.submit(gate.blocker()).unwrap();
+        gate.wait_started(1);
+        let (tx, rx) = mpsc::channel();
+        let queued_at = Instant::now();
+        pool.execute(move || {
+            tx.send(Instant::now()).ok();
+        })
+        .unwrap();
+        let ran_at = rx
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("{kind}: the queued task waited behind the blocked worker"));
+        assert!(
+            ran_at - queued_at < WAIT / 2,
+            "{kind}: rescued in {:?}",
+            ran_at - queued_at
+        );
+        assert_eq!(pool.stats().active, 1, "{kind}: the blocker still runs");
+        gate.open();
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+/// Tasks submitted quietly run once `wake_idle` is called, by one worker:
+/// the others stay parked.
+#[test]
+fn a_quiet_batch_is_run_after_one_wake() {
+    let pool = WorkerPool::new(config(QueueKind::Transfer, 4, 4, 100)).unwrap();
+    let threads = Arc::new(parking_lot::Mutex::new(std::collections::HashSet::new()));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..20 {
+        let threads = threads.clone();
+        let tx = tx.clone();
+        pool.submit_quietly(Box::new(move || {
+            threads.lock().insert(thread::current().id());
+            tx.send(()).ok();
+        }))
+        .unwrap();
+    }
+    pool.wake_idle();
+    for _ in 0..20 {
+        rx.recv_timeout(WAIT).unwrap();
+    }
+    // One worker normally takes the whole batch; the monitor may add one if
+    // the machine was slow enough for a task to wait a full tick.
+    assert!(threads.lock().len() <= 2, "{:?}", threads.lock().len());
+    assert!(pool.shutdown(WAIT));
+}
+
+/// A wake-up deferred by a task goes out when the worker's run of tasks
+/// ends, and — when the worker then blocks in its next task — from the
+/// monitor, while the worker is still blocked.
+#[test]
+fn a_deferred_wake_is_sent_even_when_the_next_task_blocks() {
+    use std::task::{Wake, Waker};
+    struct Flag(mpsc::SyncSender<()>);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.try_send(()).ok();
+        }
+    }
+    let pool = WorkerPool::new(config(QueueKind::Transfer, 1, 1, 100)).unwrap();
+    let gate = Gate::new();
+    let (woken_tx, woken_rx) = mpsc::sync_channel(4);
+    let waker = Waker::from(Arc::new(Flag(woken_tx)));
+    // Both queued before the one worker wakes: it runs them back to back.
+    pool.submit_quietly(Box::new(move || super::wake_soon(waker)))
+        .unwrap();
+    pool.submit_quietly(gate.blocker()).unwrap();
+    pool.wake_idle();
+    gate.wait_started(1);
+    woken_rx
+        .recv_timeout(WAIT)
+        .expect("the deferred wake-up is sent while the worker blocks");
+    gate.open();
+    assert!(pool.shutdown(WAIT));
+}

@@ -1,34 +1,46 @@
 //! [`TransferQueue`]: the `QueueKind::Transfer` task queue, modelled on Java's
 //! `LinkedTransferQueue` as Motan uses it for its server executor: an offered
-//! task goes to a parked worker if there is one, and the queue decides *which*
-//! worker and *how many* are woken.
+//! task goes to a worker already awake if there is one, to a parked worker
+//! otherwise, and the queue decides *which* worker and *when* one is woken.
 //!
-//! # Why not a lock-free channel
+//! # Why wake-ups are lazy
 //!
-//! A channel that wakes a parked worker on every offer (oldest first) makes
-//! wake-ups the cost: at 100 calls in flight the pool grows to its maximum
-//! (Tomcat's rule, 8 × CPUs) and one read batch of 40 requests wakes 16
-//! threads on 2 cores — context switches and the waker's mutex dominate, not
-//! the queue (the measurements are in BENCHMARKS.md).
+//! On a small machine the cost of a pool is its wake-ups, not its queue: a
+//! context switch and a futex call per woken thread, against a microsecond
+//! or two for a short handler. Waking a worker for every task (a channel),
+//! or passing the wake-up on to the next parked worker whenever more tasks
+//! are queued (this queue's earlier rule), put up to 16 threads in turn on 2
+//! cores for one read batch, ~0.7 context switches per call (BENCHMARKS.md).
+//! So:
 //!
-//! This queue is a `VecDeque` under one mutex, with two rules for wake-ups:
-//!
-//! * **One worker on its way at a time.** An offer wakes a parked worker only
-//!   if none is already woken and not yet running (`waking == 0`). A worker
-//!   that takes a task and sees more queued passes the wake-up on to the next.
-//!   A burst of offers thus wakes workers one after another, as fast as the
-//!   queue needs them — a worker that finishes its task quickly takes the next
-//!   one itself and nobody else is woken — while tasks never wait behind a busy
-//!   worker when another is parked: the chain always reaches it.
+//! * **An offer wakes a worker only when none is awake**: no worker inside a
+//!   task (the pool's `active` count) and none woken and on its way
+//!   (`waking`). A worker that is running a task takes the next one itself
+//!   when it is done, without a wake-up. The connection task offers a read
+//!   batch's calls *quietly* and wakes once at the end of the batch
+//!   ([`TaskQueue::wake_idle`]), so a batch costs one wake-up, not one per
+//!   call.
+//! * **A stalled queue is rescued by the monitor.** A worker that is awake
+//!   may be blocked in its handler; then nobody takes the tasks behind it.
+//!   Each task is stamped with the monitor's tick when offered, and every
+//!   tick the monitor ([`TaskQueue::rescue`], see `monitor.rs`) wakes one more
+//!   worker while the oldest queued task has waited a full tick. It is nudged
+//!   awake only when an offer (or `wake_idle`) left tasks to a worker inside a
+//!   task, with none woken for them — with one call at a time it sleeps. A blocking
+//!   handler therefore delays the calls queued behind it by one to two ticks
+//!   (1–2 ms) and stalls nothing beyond that; a run of blocking handlers wakes
+//!   one more worker per tick, up to every parked one.
 //! * **Most recently parked first (LIFO).** The worker woken is the one that
 //!   parked last, whose cache is warm; workers parked long stay parked and
 //!   retire after `keep_alive`.
 //!
-//! Every decision is taken under the one lock, so the invariant "tasks queued
-//! and workers parked ⇒ a worker is on its way" holds after every critical
-//! section: no wake-up is lost. `close` wakes every parked worker; tasks
-//! offered after `close` (accepted before shutdown became visible) are still
-//! handed out.
+//! Every decision is taken under the one lock, and a worker leaves `active`
+//! before it takes that lock to look for its next task, so an offer that sees
+//! a worker active is always followed by that worker looking at the queue: no
+//! task is left with no worker on its way except behind a worker that is
+//! blocked, which is what the monitor is for. `close` wakes every parked
+//! worker; tasks offered after `close` (accepted before shutdown became
+//! visible) are still handed out.
 //!
 //! Why it is *unbounded* here and bounded elsewhere: Motan bounds the
 //! *executor* rather than the transfer queue: it keeps a count of
@@ -40,25 +52,29 @@
 //! # Under loom
 //!
 //! The queue is written against `pool::sync`, like the blocking queue, so the
-//! loom models check this very code: the hand-off, the wake-up chain and the
-//! timed waits of retiring workers.
+//! loom models check this very code: the hand-off, the lazy wake-ups, the
+//! monitor's rescue and the timed waits of retiring workers.
 
-use super::sync::{Arc, AtomicUsize, Condvar, Mutex};
-use super::{Task, TaskQueue};
+use super::sync::{Arc, Condvar, Mutex};
+use super::{Pulse, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// An unbounded hand-off queue (bounded by the pool's submitted counter, not
-/// here) that wakes the most recently parked worker, and only one at a time.
+/// here) that wakes a worker only when none is awake, the most recently
+/// parked first.
 pub(crate) struct TransferQueue {
     state: Mutex<State>,
+    /// The pool's `active` count and the monitor's tick.
+    pulse: Arc<Pulse>,
     /// Tasks queued, readable without the lock (stats).
-    len: AtomicUsize,
+    len: super::sync::AtomicUsize,
 }
 
 struct State {
-    tasks: VecDeque<Task>,
+    /// Tasks, each with the monitor tick at which it was offered.
+    tasks: VecDeque<(Task, u64)>,
     /// Parked workers, most recently parked last (woken first).
     parked: Vec<Arc<Condvar>>,
     /// Workers woken by an offer that have not taken the lock back yet.
@@ -77,7 +93,7 @@ impl State {
 }
 
 impl TransferQueue {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(pulse: Arc<Pulse>) -> Self {
         TransferQueue {
             state: Mutex::new(State {
                 tasks: VecDeque::new(),
@@ -85,24 +101,54 @@ impl TransferQueue {
                 waking: 0,
                 closed: false,
             }),
-            len: AtomicUsize::new(0),
+            pulse,
+            len: super::sync::AtomicUsize::new(0),
         }
+    }
+
+    /// Wakes a parked worker if tasks are queued and no worker is awake to
+    /// take them (see the module docs). Returns whether the queued tasks now
+    /// wait for a worker that is inside a task (which may block), with none
+    /// on its way: the monitor must watch them.
+    fn wake_if_idle(&self, st: &mut State) -> bool {
+        if st.tasks.is_empty() || st.waking > 0 {
+            return false;
+        }
+        if self.pulse.active.load(Ordering::SeqCst) == 0 {
+            st.wake_one();
+        }
+        st.waking == 0
     }
 }
 
 impl TaskQueue for TransferQueue {
-    fn offer(&self, task: Task) -> Result<(), Task> {
+    fn offer(&self, task: Task, wake: bool) -> Result<bool, Task> {
+        let tick = self.pulse.tick.load(Ordering::Relaxed);
         let mut st = self.state.lock();
-        st.tasks.push_back(task);
+        st.tasks.push_back((task, tick));
         self.len.store(st.tasks.len(), Ordering::Relaxed);
-        // One worker on its way is enough: when it takes a task and more are
-        // queued, it wakes the next (see `poll`). A burst of offers therefore
-        // wakes workers one after another as the queue needs them, instead of
-        // every parked thread at once.
-        if st.waking == 0 {
+        Ok(wake && self.wake_if_idle(&mut st))
+    }
+
+    fn wake_idle(&self) -> bool {
+        let mut st = self.state.lock();
+        self.wake_if_idle(&mut st)
+    }
+
+    fn rescue(&self, now: u64) -> bool {
+        let mut st = self.state.lock();
+        let Some(&(_, offered)) = st.tasks.front() else {
+            return false;
+        };
+        // Offered before the previous tick: it has waited a full tick.
+        if offered.saturating_add(2) <= now && st.waking == 0 {
             st.wake_one();
         }
-        Ok(())
+        true
+    }
+
+    fn is_empty_locked(&self) -> bool {
+        self.state.lock().tasks.is_empty()
     }
 
     fn poll(&self, timeout: Option<Duration>) -> Option<Task> {
@@ -111,12 +157,8 @@ impl TaskQueue for TransferQueue {
         let mut st = self.state.lock();
         let mut me: Option<Arc<Condvar>> = None;
         loop {
-            if let Some(task) = st.tasks.pop_front() {
+            if let Some((task, _)) = st.tasks.pop_front() {
                 self.len.store(st.tasks.len(), Ordering::Relaxed);
-                // More work and nobody on the way for it: pass the wake-up on.
-                if !st.tasks.is_empty() && st.waking == 0 {
-                    st.wake_one();
-                }
                 return Some(task);
             }
             if st.closed || timeout.is_some_and(|t| t.is_zero()) {
@@ -132,8 +174,8 @@ impl TaskQueue for TransferQueue {
                 }
             };
             // Still listed: nobody woke us (time-out or spurious wake-up).
-            // Not listed: an offer or `close` popped us and counted us in
-            // `waking`.
+            // Not listed: an offer, the monitor or `close` popped us and
+            // counted us in `waking`.
             match st.parked.iter().position(|p| Arc::ptr_eq(p, &cv)) {
                 Some(i) => {
                     st.parked.remove(i);
@@ -167,14 +209,17 @@ mod tests {
 
     #[test]
     fn fifo_and_len() {
-        let q = TransferQueue::new();
+        let q = TransferQueue::new(Arc::new(Pulse::default()));
         let (tx, rx) = mpsc::channel();
         for i in 0..3 {
             let tx = tx.clone();
             assert!(q
-                .offer(Box::new(move || {
-                    tx.send(i).ok();
-                }))
+                .offer(
+                    Box::new(move || {
+                        tx.send(i).ok();
+                    }),
+                    true,
+                )
                 .is_ok());
         }
         assert_eq!(q.len(), 3);
@@ -187,26 +232,26 @@ mod tests {
 
     #[test]
     fn poll_times_out_when_empty() {
-        let q = TransferQueue::new();
+        let q = TransferQueue::new(Arc::new(Pulse::default()));
         assert!(q.poll(Some(Duration::from_millis(5))).is_none());
     }
 
     #[test]
     fn huge_timeout_means_no_limit() {
-        let q = Arc::new(TransferQueue::new());
+        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
         let (tx, rx) = mpsc::channel();
         let q2 = Arc::clone(&q);
         let h = std::thread::spawn(move || {
             tx.send(q2.poll(Some(Duration::MAX)).is_some()).ok();
         });
-        assert!(q.offer(Box::new(|| {})).is_ok());
+        assert!(q.offer(Box::new(|| {}), true).is_ok());
         assert_eq!(rx.recv_timeout(Duration::from_secs(5)), Ok(true));
         h.join().unwrap();
     }
 
     #[test]
     fn close_wakes_parked_pollers() {
-        let q = Arc::new(TransferQueue::new());
+        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
         let (tx, rx) = mpsc::channel();
         let handles: Vec<_> = (0..3)
             .map(|i| {
@@ -228,7 +273,7 @@ mod tests {
             h.join().unwrap();
         }
         // Still usable after close: queued tasks are drained, never lost.
-        assert!(q.offer(Box::new(|| {})).is_ok());
+        assert!(q.offer(Box::new(|| {}), true).is_ok());
         assert!(q.poll(None).is_some());
         assert!(q.poll(None).is_none());
     }

@@ -14,7 +14,10 @@
 //! for the sender and one for the in-flight permit in every job. Here a worker
 //! encodes its answer straight into the buffer (the one copy the answer needs
 //! anyway), counts the call done, and wakes the connection task only if it is
-//! parked waiting for answers; the task takes the whole buffer in one swap
+//! parked waiting for answers — at once when this was the connection's last
+//! call on the pool, otherwise when the worker's run of tasks ends
+//! (`pool::wake_soon`), so a batch's answers cost the task one wake-up and
+//! one `write`, not one each. The task takes the whole buffer in one swap
 //! when its own outbox is empty, so the two buffers trade places and neither
 //! side allocates.
 //!
@@ -178,13 +181,13 @@ impl PoolAnswers {
     /// Encodes the answer (unless the connection is gone), counts the call
     /// done and wakes the connection task if it waits.
     fn deliver(&self, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
-        let waker = {
+        let (waker, last) = {
             let mut st = self.state.lock();
             // Counted done first, so that even a panic in the encode below
             // cannot leave the call counted forever. The connection task
             // reads the count without the lock, but it takes the lock to
             // collect answers, so it still finds this one.
-            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            let last = self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1;
             st.news = true;
             if let Some(frame) = frame {
                 if !st.closed {
@@ -192,10 +195,15 @@ impl PoolAnswers {
                     st.held.extend(reserved);
                 }
             }
-            st.waker.take()
+            (st.waker.take(), last)
         };
-        if let Some(waker) = waker {
-            waker.wake();
+        match waker {
+            // Nothing more to come from the pool: wake it now.
+            Some(waker) if last => waker.wake(),
+            // More answers are on their way, likely from this very worker:
+            // one wake-up when its run of tasks ends (see `pool::wake_soon`).
+            Some(waker) => crate::pool::wake_soon(waker),
+            None => {}
         }
     }
 }

@@ -1,0 +1,142 @@
+//! The pool's monitor: one thread that, every [`TICK`] while the pool has
+//! work, rescues a queue stalled behind blocked workers and sends the
+//! wake-ups a stuck worker deferred — Go's `sysmon`, for a thread pool.
+//!
+//! # Why a monitor
+//!
+//! The transfer queue wakes a worker only when none is awake, and workers
+//! defer the wake-ups of their answers until their run of tasks ends
+//! (`transfer.rs`, `seat.rs`): on two cores that is what keeps a pooled call
+//! from costing a context switch of its own. Both rest on the awake worker
+//! coming back soon. A handler that blocks breaks that, and no code on the
+//! call path can tell in advance; a clock can tell afterwards. So every tick
+//! the monitor
+//!
+//! - wakes one more parked worker when the oldest queued task has waited a
+//!   full tick (`TaskQueue::rescue`), and
+//! - sends the deferred wake-ups of a worker whose current task started
+//!   before the previous tick (`Seat::watch`).
+//!
+//! A blocking handler thus holds up the calls queued behind it, and answers
+//! its worker finished earlier, for one to two ticks (1–2 ms), not for as
+//! long as it blocks.
+//!
+//! # Cost
+//!
+//! While the pool has work the monitor wakes once per tick (a thousand times
+//! a second, against hundreds of thousands of calls). After [`QUIET_TICKS`]
+//! ticks with nothing queued and nothing deferred it sleeps until it is
+//! nudged: by a submit that left its task to a worker inside a task, with
+//! none woken for it, or by a worker that starts a task holding deferred
+//! wake-ups. A call that finds a parked worker woken for it never nudges, so
+//! with one call at a time the monitor sleeps.
+//!
+//! # Sleeping without missing work
+//!
+//! The monitor sets `asleep` and then looks for work under the queue's and
+//! the seats' locks; a submitter publishes its task under the queue's lock and
+//! then reads `asleep`, and notifies under the monitor's lock, which the
+//! monitor holds from before it sets `asleep` until it waits. Either the
+//! monitor sees the task or the submitter sees it asleep, and then its
+//! notification cannot fall between the look and the wait.
+//!
+//! Under loom the thread is not started (loom has no clock); the models call
+//! [`Shared::watch`](super::Shared) themselves where a tick may pass.
+
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::Duration;
+
+use super::sync::{AtomicBool, Condvar, Mutex};
+use super::Shared;
+
+/// How often the monitor looks while the pool has work.
+#[cfg_attr(brisk_loom, allow(dead_code))]
+pub(crate) const TICK: Duration = Duration::from_millis(1);
+
+/// Ticks with nothing to watch before the monitor sleeps.
+#[cfg_attr(brisk_loom, allow(dead_code))]
+const QUIET_TICKS: u32 = 10;
+
+/// The monitor's sleep and wake-up.
+pub(crate) struct Monitor {
+    asleep: AtomicBool,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+impl Monitor {
+    pub(crate) fn new() -> Self {
+        Monitor {
+            asleep: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+        }
+    }
+
+    /// Wakes the monitor if it sleeps: the pool has work to watch again.
+    pub(crate) fn nudge(&self) {
+        if self.asleep.load(SeqCst) {
+            let _guard = self.lock.lock();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Wakes the monitor to see the shutdown flag (set before this call).
+    pub(crate) fn stop(&self) {
+        let _guard = self.lock.lock();
+        self.wake.notify_one();
+    }
+}
+
+impl Shared {
+    /// One tick of the monitor (see the module docs). Returns whether there
+    /// was anything to watch: tasks queued or wake-ups deferred.
+    #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
+    pub(crate) fn watch(&self) -> bool {
+        let now = self.pulse.tick.fetch_add(1, Relaxed) + 1;
+        let mut busy = self.queue.rescue(now);
+        for seat in self.seats.lock().iter() {
+            busy |= seat.watch(now);
+        }
+        busy
+    }
+
+    /// Whether anything may need the monitor: a task queued or a wake-up
+    /// deferred (each read under its own lock; see the module docs).
+    #[cfg(not(brisk_loom))]
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty_locked() || self.seats.lock().iter().any(|seat| seat.holds_wakes())
+    }
+}
+
+/// The monitor thread's loop, until the pool shuts down.
+#[cfg(not(brisk_loom))]
+pub(crate) fn run(shared: &Shared) {
+    let monitor = &shared.monitor;
+    let mut quiet = 0;
+    loop {
+        {
+            let mut guard = monitor.lock.lock();
+            if shared.shutdown.load(SeqCst) {
+                break;
+            }
+            if quiet >= QUIET_TICKS {
+                monitor.asleep.store(true, SeqCst);
+                if !shared.has_work() && !shared.shutdown.load(SeqCst) {
+                    monitor.wake.wait(&mut guard);
+                }
+                monitor.asleep.store(false, SeqCst);
+                quiet = 0;
+                continue;
+            }
+            let _ = monitor
+                .wake
+                .wait_until(&mut guard, std::time::Instant::now() + TICK);
+        }
+        if shared.watch() {
+            quiet = 0;
+        } else {
+            quiet += 1;
+        }
+    }
+}

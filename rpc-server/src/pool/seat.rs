@@ -1,0 +1,224 @@
+//! [`Seat`]: what one worker thread shares with the pool's monitor — when its
+//! current task started, and the wake-ups its tasks deferred — and
+//! [`wake_soon`], how a task defers one.
+//!
+//! # Why defer a wake-up
+//!
+//! A pooled call's answer wakes its connection task, which writes it. When
+//! the worker goes straight on to the next call of the same read batch,
+//! waking the connection for every answer makes it wake, write one answer and
+//! park again, call after call: an `eventfd` write, a context switch and a
+//! `write` each. Deferred, the wake-up goes out once the worker has no task
+//! left (before it parks), once it holds [`MAX_DEFERRED`] of them, or — when
+//! the worker is stuck in a long task — from the monitor within two ticks.
+//! The connection then finds a whole run of answers at once and writes them
+//! with one `write`.
+//!
+//! # Invariants
+//!
+//! - A deferred wake-up is sent exactly once: the list is drained under its
+//!   lock, by the worker or by the monitor, whichever comes first.
+//! - A worker that starts a task while it holds deferred wake-ups makes sure
+//!   the monitor is awake ([`Seat::start_task`] says so), so a task that
+//!   blocks cannot hold them for longer than two ticks.
+//! - Off a worker thread (and under loom, whose threads share the OS
+//!   thread's locals), [`wake_soon`] wakes at once.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::task::Waker;
+
+use super::sync::{AtomicU64, Mutex};
+
+/// `task_tick` of a worker between tasks.
+const IDLE: u64 = u64::MAX;
+
+/// Deferred wake-ups a worker holds before it sends them anyway: one per
+/// connection whose answers it delivered (a connection task is woken once per
+/// wait), so a worker serving many connections still wakes each soon.
+const MAX_DEFERRED: usize = 8;
+
+/// One worker thread, as the monitor sees it.
+pub(crate) struct Seat {
+    /// The monitor tick at which the current task started; [`IDLE`] between
+    /// tasks.
+    task_tick: AtomicU64,
+    /// Wake-ups deferred by this worker's tasks ([`wake_soon`]).
+    deferred: Mutex<Vec<Waker>>,
+}
+
+impl Seat {
+    pub(crate) fn new() -> Self {
+        Seat {
+            task_tick: AtomicU64::new(IDLE),
+            deferred: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Marks the start of a task at monitor tick `tick`, sending the deferred
+    /// wake-ups first if there are many. Returns whether some stay deferred
+    /// (the monitor must then be awake to watch them).
+    pub(crate) fn start_task(&self, tick: u64) -> bool {
+        let held = {
+            let mut deferred = self.deferred.lock();
+            if deferred.len() >= MAX_DEFERRED {
+                deferred.drain(..).for_each(Waker::wake);
+            }
+            !deferred.is_empty()
+        };
+        self.task_tick.store(tick, Relaxed);
+        held
+    }
+
+    /// Marks the end of a task.
+    pub(crate) fn end_task(&self) {
+        self.task_tick.store(IDLE, Relaxed);
+    }
+
+    /// Sends every deferred wake-up.
+    pub(crate) fn flush(&self) {
+        let mut deferred = self.deferred.lock();
+        if !deferred.is_empty() {
+            deferred.drain(..).for_each(Waker::wake);
+        }
+    }
+
+    /// The monitor's look at tick `now`: a worker whose current task started
+    /// before the previous tick is stuck in it, so the wake-ups it deferred go
+    /// out now. Returns whether it held any.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn watch(&self, now: u64) -> bool {
+        let started = self.task_tick.load(Relaxed);
+        let mut deferred = self.deferred.lock();
+        if deferred.is_empty() {
+            return false;
+        }
+        if started != IDLE && started.saturating_add(2) <= now {
+            deferred.drain(..).for_each(Waker::wake);
+        }
+        true
+    }
+
+    /// Holds `waker` until the worker's run of tasks ends.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn defer(&self, waker: Waker) {
+        self.deferred.lock().push(waker);
+    }
+
+    /// Whether it holds deferred wake-ups.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn holds_wakes(&self) -> bool {
+        !self.deferred.lock().is_empty()
+    }
+}
+
+#[cfg(not(brisk_loom))]
+std::thread_local! {
+    /// The seat of the worker thread this is, if it is one.
+    static CURRENT: std::cell::RefCell<Option<std::sync::Arc<Seat>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Seats the calling worker thread: [`wake_soon`] on it defers to `seat`.
+#[cfg(not(brisk_loom))]
+pub(crate) fn sit(seat: &std::sync::Arc<Seat>) {
+    CURRENT.with(|current| *current.borrow_mut() = Some(seat.clone()));
+}
+
+/// Unseats the calling thread (a worker that exits).
+#[cfg(not(brisk_loom))]
+pub(crate) fn stand() {
+    let _ = CURRENT.try_with(|current| current.borrow_mut().take());
+}
+
+/// Wakes `waker` once the calling worker thread is done with its run of
+/// tasks (see the module docs), or at once off a worker thread.
+pub(crate) fn wake_soon(waker: Waker) {
+    #[cfg(not(brisk_loom))]
+    {
+        let mut waker = Some(waker);
+        let _ = CURRENT.try_with(|current| {
+            if let Some(seat) = &*current.borrow() {
+                if let Some(waker) = waker.take() {
+                    seat.defer(waker);
+                }
+            }
+        });
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+    #[cfg(brisk_loom)]
+    waker.wake();
+}
+
+#[cfg(all(test, not(brisk_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        (count, waker)
+    }
+
+    #[test]
+    fn off_a_worker_a_wake_goes_out_at_once() {
+        let (count, waker) = counter();
+        wake_soon(waker);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn on_a_worker_it_waits_for_the_flush_and_goes_out_once() {
+        let seat = Arc::new(Seat::new());
+        let (count, waker) = counter();
+        sit(&seat);
+        wake_soon(waker);
+        stand();
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "deferred");
+        assert!(seat.holds_wakes());
+        seat.flush();
+        seat.flush();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "sent exactly once");
+    }
+
+    #[test]
+    fn the_monitor_sends_what_a_stuck_task_holds() {
+        let seat = Arc::new(Seat::new());
+        let (count, waker) = counter();
+        sit(&seat);
+        wake_soon(waker);
+        stand();
+        assert!(seat.start_task(10), "the monitor must watch");
+        assert!(seat.watch(11), "held");
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "not a full tick yet");
+        assert!(seat.watch(12));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "stuck for a tick");
+        assert!(!seat.watch(13), "nothing held any more");
+        seat.end_task();
+    }
+
+    #[test]
+    fn many_deferred_wakes_go_out_before_the_next_task() {
+        let seat = Arc::new(Seat::new());
+        let (count, _) = counter();
+        sit(&seat);
+        for _ in 0..MAX_DEFERRED {
+            wake_soon(Waker::from(count.clone()));
+        }
+        stand();
+        assert!(!seat.start_task(0), "sent, none held");
+        assert_eq!(count.0.load(Ordering::SeqCst), MAX_DEFERRED);
+        seat.end_task();
+    }
+}
