@@ -275,6 +275,7 @@ fn to_argv_round_trips_through_clap() {
         advertise_addr: Some("10.0.0.5".into()),
         weight: Some(200),
         player: Some(benchmark_service::players::Player::Tonic),
+        volo_transport: Some(benchmark_service::players::volo::Transport::Mux),
         exit_on_stdin_eof: true,
     };
     let argv = full.to_argv();

@@ -89,6 +89,10 @@ pub struct SceneResult {
     /// and in results written before it existed).
     #[serde(default)]
     pub payload_kind: String,
+    /// volo-thrift's transport (`pool`, `mux`; volo only, empty for the other players and in
+    /// results written before it existed).
+    #[serde(default)]
+    pub volo_transport: String,
     /// Each round's headline figures, in run order (empty for results of one round written
     /// by older versions); the verdicts compare scenes round by round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -100,7 +104,7 @@ pub struct SceneResult {
 }
 
 /// Names accepted by [`SceneResult::option`] (the fields a comparison can group by).
-pub const OPTION_NAMES: [&str; 14] = [
+pub const OPTION_NAMES: [&str; 15] = [
     "player",
     "scenario",
     "concurrency",
@@ -115,6 +119,7 @@ pub const OPTION_NAMES: [&str; 14] = [
     "payload",
     "compression",
     "payload_kind",
+    "volo_transport",
 ];
 
 impl SceneResult {
@@ -228,6 +233,7 @@ impl SceneResult {
             "payload" => self.payload.to_string(),
             "compression" => self.compression.clone(),
             "payload_kind" => self.payload_kind.clone(),
+            "volo_transport" => self.volo_transport.clone(),
             _ => return None,
         })
     }

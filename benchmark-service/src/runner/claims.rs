@@ -136,7 +136,7 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
         .unwrap_or(first.connect);
     let dispatches = distinct(brisk.iter().filter_map(|s| s.server.map(|c| c.dispatch)));
     // The points where a rival (a peer or raw) ran; rivals take none of brisk's options, so
-    // their scenes with the player set aside are the points.
+    // their scenes with the player (and volo's transport) set aside are the points.
     let key = |s: &Scene| {
         (
             s.scenario,
@@ -154,6 +154,7 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
             .map(|s| {
                 let mut p = (*s).clone();
                 p.player = Player::Brisk;
+                p.volo_transport = None;
                 p
             }),
     );
@@ -694,6 +695,19 @@ mod tests {
         assert!(peers
             .iter()
             .any(|t| t.starts_with("direct dispatch beats pool dispatch")));
+        // volo's two transports are two rivals at a point, not two points: no claim twice.
+        let mut once = peers.clone();
+        once.sort();
+        once.dedup();
+        assert_eq!(once.len(), peers.len(), "{peers:#?}");
+        // Per brisk dispatch, one per load point.
+        assert_eq!(
+            peers
+                .iter()
+                .filter(|t| t.contains("beats every peer"))
+                .count(),
+            2 * 4
+        );
         let single = Settings::default().resolve().unwrap();
         assert!(claims(&single).is_empty());
     }

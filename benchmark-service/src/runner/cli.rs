@@ -21,7 +21,7 @@ use crate::server::{self, ServerArgs};
 
 use super::plan::{
     cpus, parse_bytes, parse_count, CallMode, ConnectKind, LoadShape, PayloadKind, Player, Preset,
-    PresetFile, PresetFileError, Scenario, Settings,
+    PresetFile, PresetFileError, Scenario, Settings, VoloTransport,
 };
 use super::target::{ServerSource, Transport};
 use super::{run, summary_table, write_results, OutFormat, RunOptions};
@@ -62,7 +62,8 @@ Presets (flags given beside a preset override it; results go to bench-results/<p
                  prints the boxed Dubbo report (seeds 000/003)
   payload-sweep  echo 1k,2k,5k,10k,50k,100k at c = cores, every player, CPU % and MB/s (seed 002)
   peers          echo over C:N:P 1:1:1024,1:100:1024,10:100:1024,1:100:10240: brisk direct and
-                 pool, tarpc, tonic, volo, raw; CPU µs and TCP segments per call on each side
+                 pool, tarpc, tonic, volo pool and mux, raw; CPU µs and TCP segments per call on
+                 each side
   connect-type   nth async, brisk reused/pooled/fixed × c 1,20,50,100 (seed 004)
   queue          nth async, brisk pool dispatch, blocking/transfer queue × c 1,20,50,100 (seed 004)
   write-mode     nth async, brisk sync/async write × c 1,20,50,100 (seed 004)
@@ -85,9 +86,10 @@ the median over the rounds. Claims (brisk vs every peer, the seeds' setting clai
 holds when every round agrees, does not hold when every round disagrees, inconclusive otherwise.
 
 Without --addr the client starts every server itself (child processes running this executable's
-hidden `__serve` subcommand): one per --dispatch × --queue value for brisk, one per peer. With
---addr or --registry it measures a brisk server somebody else started (`benchmark_server
---registry`), spreading the calls with --balancer; peers need started servers.";
+hidden `__serve` subcommand): one per --dispatch × --queue value for brisk, one per
+--volo-transport value for volo, one per other peer. With --addr or --registry it measures a
+brisk server somebody else started (`benchmark_server --registry`), spreading the calls with
+--balancer; peers need started servers.";
 
 /// `benchmark_client`: runs the jkbenchmark scene matrix against brisk's benchmark server.
 #[derive(Debug, Clone, Default, Parser)]
@@ -215,6 +217,12 @@ pub struct ClientArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_setting::<QueueKind>)]
     pub queue: Option<Vec<QueueKind>>,
 
+    /// volo-thrift's transport, on its client and its server: pool (its default pooled
+    /// ping-pong transport), mux (multiplexed; the scene's connections as that many clients) —
+    /// one volo server per value [default: pool; peers: pool,mux]
+    #[arg(long, value_delimiter = ',', value_name = "LIST", value_parser = parse_name::<VoloTransport>)]
+    pub volo_transport: Option<Vec<VoloTransport>>,
+
     /// Warm-up requests before each round in count mode [default: 1000]
     #[arg(long, value_name = "N", value_parser = parse_count)]
     pub warmup: Option<u64>,
@@ -327,6 +335,7 @@ impl ClientArgs {
             payload_kinds: self.payload_kind.clone(),
             dispatches: self.dispatch.clone(),
             queues: self.queue.clone(),
+            volo_transports: self.volo_transport.clone(),
             warmup: self.warmup,
             rounds: self.rounds,
             pause: self.pause_ms.map(Duration::from_millis),

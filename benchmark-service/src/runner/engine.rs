@@ -182,7 +182,8 @@ impl Variant {
             serializer: scene.serializer,
             compression: scene.compression,
         };
-        let client = PlayerClient::connect(scene.player, &setup, &options)
+        let volo_transport = scene.volo_transport.unwrap_or_default();
+        let client = PlayerClient::connect(scene.player, &setup, &options, volo_transport)
             .await
             .map_err(|e| RunError::Connect(format!("{}: {e}", scene.player)))?;
         let payload = if scene.scenario.uses_payload() {

@@ -112,9 +112,9 @@ impl RunOutcome {
 /// Runs every scene of the plan.
 ///
 /// When the runner manages the servers it starts all of them first — one per brisk dispatch ×
-/// queue and one per peer — checks that each answers, then runs the plan point by point
-/// ([`Plan::points`]), each point's scenes interleaved round by round ([`engine::run_point`]),
-/// and stops them at the end. A remote server (`--addr`, `--registry`) is brisk's: it runs the
+/// queue, one per volo transport and one per other peer — checks that each answers, then runs
+/// the plan point by point ([`Plan::points`]), each point's scenes interleaved round by round
+/// ([`engine::run_point`]), and stops them at the end. A remote server (`--addr`, `--registry`) is brisk's: it runs the
 /// scenes of the first brisk server choice only (its dispatch and queue are not ours to change),
 /// and peers cannot be measured against it.
 ///
@@ -236,21 +236,28 @@ async fn start_servers(
 ) -> Result<(), RunError> {
     for &key in keys {
         let server = RunningServer::start(source, key).await?;
+        // volo's variants are told apart as brisk's are: `volo (mux)`.
+        let who = match key.volo_transport {
+            Some(transport) => format!("{} ({transport})", key.player),
+            None => key.player.to_string(),
+        };
         if options.verbose {
-            let what = match (options.server.is_managed(), key.choice) {
-                (false, _) => "remote".to_owned(),
-                (true, Some(choice)) => match choice.queue {
+            let what = match (options.server.is_managed(), key.choice, key.volo_transport) {
+                (false, _, _) => "remote".to_owned(),
+                (true, Some(choice), _) => match choice.queue {
                     Some(q) => format!("{} dispatch, {q} queue", choice.dispatch),
                     None => format!("{} dispatch", choice.dispatch),
                 },
-                (true, None) => key.player.settings().to_owned(),
+                (true, None, Some(transport)) => transport.settings().to_owned(),
+                (true, None, None) => key.player.settings().to_owned(),
             };
-            println!("##### {} server {} ({what})", key.player, server.addr());
+            println!("##### {who} server {} ({what})", server.addr());
         }
-        let probed = probe_player(key.player, server.addr(), plan.timeout).await;
+        let volo_transport = key.volo_transport.unwrap_or_default();
+        let probed = probe_player(key.player, volo_transport, server.addr(), plan.timeout).await;
         servers.push((key, server));
         if let Err(e) = probed {
-            return Err(RunError::Connect(format!("{}: {e}", key.player)));
+            return Err(RunError::Connect(format!("{who}: {e}")));
         }
     }
     Ok(())
@@ -262,8 +269,14 @@ async fn stop_servers(servers: Vec<(ServerKey, RunningServer)>) {
     }
 }
 
-/// One call of a scenario the player implements: the check that its server answers.
-async fn probe_player(player: Player, addr: &str, timeout: Duration) -> Result<(), String> {
+/// One call of a scenario the player implements: the check that its server answers (volo's
+/// over `volo_transport`, the one its server was started with).
+async fn probe_player(
+    player: Player,
+    volo_transport: plan::VoloTransport,
+    addr: &str,
+    timeout: Duration,
+) -> Result<(), String> {
     if player == Player::Brisk {
         return engine::probe(addr, timeout)
             .await
@@ -275,7 +288,7 @@ async fn probe_player(player: Player, addr: &str, timeout: Duration) -> Result<(
         calls_in_flight: 1,
         timeout,
     };
-    let client = PlayerClient::connect(player, &setup, &BriskOptions::default())
+    let client = PlayerClient::connect(player, &setup, &BriskOptions::default(), volo_transport)
         .await
         .map_err(|e| e.to_string())?;
     let scenario = if player.supports(Scenario::Nth) {
@@ -345,6 +358,12 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
         (("compression", |s| s.compression.clone()), "none"),
         (("kind", |s| s.payload_kind.clone()), "fill"),
     ];
+    // volo's transport: shown when a scene holds one besides volo's default (`pool`), not
+    // merely because the other players have none.
+    let volo: Col = ("volo", |s| s.volo_transport.clone());
+    let volo_shown = scenes
+        .iter()
+        .any(|s| !matches!(s.volo_transport.as_str(), "" | "pool"));
     cols.extend(later.into_iter().filter_map(|(col, default)| {
         let set = |s: &SceneResult| {
             let v = col.1(s);
@@ -352,6 +371,9 @@ pub fn summary_table(scenes: &[SceneResult]) -> String {
         };
         (varies(col.1) || scenes.iter().any(set)).then_some(col)
     }));
+    if volo_shown {
+        cols.push(volo);
+    }
     cols.extend::<[Col; 9]>([
         ("TPS", |s| format!("{:.0}", s.tps)),
         ("min–max", |s| {

@@ -51,6 +51,9 @@ pub fn scene_result(
             result.queue = server.queue_name();
         }
     }
+    if let Some(transport) = scene.volo_transport {
+        result.volo_transport = transport.name().to_owned();
+    }
     result.rounds = stats.iter().map(RoundFigures::from).collect();
     let mut extra = |key: &str, values: Vec<f64>| {
         if let Some(v) = median(&values) {
@@ -240,14 +243,21 @@ pub fn dubbo_scene(scene: &Scene, plan: &Plan) -> DubboScene {
             };
             (transporter, server, serialization)
         }
-        None => (
-            format!(
-                "{} ×{} connection(s), {} calls",
-                scene.player, scene.connections, scene.call_mode
-            ),
-            format!("{} server", scene.player),
-            scene.player.wire_format().to_owned(),
-        ),
+        None => {
+            // volo names its transport: `volo mux`, as brisk names its dispatch.
+            let player = match scene.volo_transport {
+                Some(transport) => format!("{} {transport}", scene.player),
+                None => scene.player.to_string(),
+            };
+            (
+                format!(
+                    "{player} ×{} connection(s), {} calls",
+                    scene.connections, scene.call_mode
+                ),
+                format!("{player} server"),
+                scene.player.wire_format().to_owned(),
+            )
+        }
     };
     DubboScene {
         transporter,

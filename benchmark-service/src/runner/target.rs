@@ -101,7 +101,8 @@ impl ServerSource {
 
 /// The server args for one server on a free loopback port (or, for brisk over
 /// [`Transport::Unix`], a fresh socket path): brisk with its dispatch × queue (an HTTP address
-/// in `base` is kept), or a peer (no HTTP listener, brisk's flags unused).
+/// in `base` is kept), or a peer (no HTTP listener, brisk's flags unused; volo with its
+/// transport).
 pub fn server_args(base: &ServerArgs, key: ServerKey, transport: Transport) -> ServerArgs {
     let mut args = base.clone();
     args.addr = Some(match (transport, key.player) {
@@ -117,6 +118,9 @@ pub fn server_args(base: &ServerArgs, key: ServerKey, transport: Transport) -> S
         if choice.queue.is_some() {
             args.queue = choice.queue;
         }
+    }
+    if key.volo_transport.is_some() {
+        args.volo_transport = key.volo_transport;
     }
     args
 }

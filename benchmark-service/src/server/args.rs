@@ -12,7 +12,7 @@ use std::time::Duration;
 use brisk::{Dispatch, QueueKind, RpcError, ServerConfig};
 
 use crate::host::cpus;
-use crate::players::Player;
+use crate::players::{volo, Player};
 use crate::store::StoreConfig;
 
 /// Largest database pool chosen automatically (from the worker pool size or the I/O threads).
@@ -108,6 +108,11 @@ pub struct ServerArgs {
     #[arg(long, value_name = "NAME")]
     pub player: Option<Player>,
 
+    /// With `--player volo`: volo-thrift's transport, `pool` (its default pooled ping-pong
+    /// transport) or `mux` (multiplexed) — the clients must use the same [default: pool]
+    #[arg(long, value_name = "pool|mux")]
+    pub volo_transport: Option<volo::Transport>,
+
     /// Shut down when stdin reaches EOF (used by a parent process so the server dies with it)
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
@@ -149,6 +154,10 @@ impl ServerArgs {
         push("advertise-addr", self.advertise_addr.clone());
         push("weight", self.weight.map(|n| n.to_string()));
         push("player", self.player.map(|p| p.name().to_owned()));
+        push(
+            "volo-transport",
+            self.volo_transport.map(|t| t.name().to_owned()),
+        );
         if self.exit_on_stdin_eof {
             argv.push("--exit-on-stdin-eof".to_owned());
         }

@@ -110,7 +110,10 @@ where
         &format!(
             "{player} benchmark server\n  address          {}\n  settings         {}\n  data             {}",
             peer.addr,
-            player.settings(),
+            match player {
+                Player::Volo => args.volo_transport.unwrap_or_default().settings(),
+                _ => player.settings(),
+            },
             peer.store_description
         ),
     );

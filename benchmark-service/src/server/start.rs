@@ -140,7 +140,12 @@ pub async fn start_peer(args: &ServerArgs, player: Player) -> Result<StartedPeer
         context: format!("{player} server: no local address"),
         source,
     })?;
-    let task = tokio::spawn(crate::players::serve_peer(player, listener, store));
+    let task = tokio::spawn(crate::players::serve_peer(
+        player,
+        listener,
+        store,
+        args.volo_transport.unwrap_or_default(),
+    ));
     Ok(StartedPeer {
         player,
         addr,

@@ -4,8 +4,8 @@
 //! inner quotes doubled) with `\n` line ends. This file owns the columns, and keeps them
 //! stable because spreadsheets and scripts address them by name:
 //! - the configuration fields, the statistics, a computed `error_pct`, `runtime_ms`, then the
-//!   options added since (`compression`, `payload_kind`: appended, so the older columns keep
-//!   their order);
+//!   options added since (`compression`, `payload_kind`, `volo_transport`: appended, so the
+//!   older columns keep their order);
 //! - one column per latency bucket ([`CSV_BUCKET_COLUMNS`]);
 //! - `extra_<key>` for every `extra` key used by any scene, sorted, empty where a scene
 //!   lacks it — so every row has as many fields as the header.
@@ -33,7 +33,7 @@ pub const CSV_BUCKET_COLUMNS: [&str; BUCKET_COUNT] = [
 ];
 
 /// The columns before the buckets, in order.
-const SCENE_COLUMNS: [&str; 26] = [
+const SCENE_COLUMNS: [&str; 27] = [
     "player",
     "scenario",
     "concurrency",
@@ -60,6 +60,7 @@ const SCENE_COLUMNS: [&str; 26] = [
     "runtime_ms",
     "compression",
     "payload_kind",
+    "volo_transport",
 ];
 
 /// Writes `dir/results.csv` (see [`csv_string`]).
@@ -115,6 +116,7 @@ pub fn csv_string(scenes: &[SceneResult]) -> io::Result<String> {
             number(s.runtime_ms),
             s.compression.clone(),
             s.payload_kind.clone(),
+            s.volo_transport.clone(),
         ];
         row.extend(s.buckets.iter().map(u64::to_string));
         row.extend(

@@ -100,7 +100,7 @@ figcaption{font-size:11px;color:#777;text-align:center}\
 .scroll{overflow-x:auto}";
 
 /// The scene table's column headings, in order.
-const TABLE_COLUMNS: [&str; 31] = [
+const TABLE_COLUMNS: [&str; 32] = [
     "scene",
     "player",
     "scenario",
@@ -132,6 +132,7 @@ const TABLE_COLUMNS: [&str; 31] = [
     "extra",
     "compression",
     "payload kind",
+    "volo transport",
 ];
 
 /// The whole page.
@@ -248,6 +249,7 @@ fn push_scene_row(h: &mut String, s: &SceneResult) {
         text(&extra),
         text(&s.compression),
         text(&s.payload_kind),
+        text(&s.volo_transport),
     ];
     h.push_str("<tr>");
     for cell in cells {

@@ -392,7 +392,7 @@ fn payload_kinds_get_charts_of_their_own_unless_compared() {
     let csv = std::fs::read_to_string(tmp.0.join("results.csv")).expect("csv");
     let header = csv.lines().next().expect("header");
     assert!(
-        header.contains(",runtime_ms,compression,payload_kind,bucket_0_1ms,"),
+        header.contains(",runtime_ms,compression,payload_kind,volo_transport,bucket_0_1ms,"),
         "{header}"
     );
     assert!(csv.lines().nth(5).expect("row").contains(",none,random,"));

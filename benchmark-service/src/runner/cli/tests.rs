@@ -8,7 +8,8 @@ use brisk::{Compression, QueueKind, WriteMode};
 use clap::Parser;
 
 use super::ClientArgs;
-use crate::runner::plan::{CallMode, PayloadKind, Preset, Scenario};
+use crate::runner::plan::{CallMode, PayloadKind, Player, Preset, Scenario, VoloTransport};
+use crate::runner::target::{server_args, Transport};
 use crate::store::test_util::TempDir;
 
 #[test]
@@ -53,6 +54,7 @@ fn bad_flag_values_are_clap_errors() {
         ["--connect-type", "x"],
         ["--compression", "lz4"],
         ["--payload-kind", "zeros"],
+        ["--volo-transport", "grpc"],
     ] {
         let args = std::iter::once("benchmark_client").chain(bad);
         assert!(ClientArgs::try_parse_from(args).is_err(), "{bad:?}");
@@ -67,6 +69,35 @@ fn no_out_wins_and_plain_runs_print_only() {
     assert_eq!(b.out_dir(), None);
     let c = ClientArgs::try_parse_from(["b", "--out", "x"]).unwrap();
     assert_eq!(c.out_dir(), Some(PathBuf::from("x")));
+}
+
+#[test]
+fn volo_transport_flag_overrides_the_peers_preset_and_reaches_volos_server() {
+    let peers = ClientArgs::try_parse_from(["b", "--preset", "peers"]).unwrap();
+    let plan = peers.layered_settings().unwrap().resolve().unwrap();
+    assert_eq!(
+        plan.volo_transports,
+        [VoloTransport::Pool, VoloTransport::Mux]
+    );
+    let mux =
+        ClientArgs::try_parse_from(["b", "--preset", "peers", "--volo-transport", " multiplex"])
+            .unwrap();
+    let plan = mux.layered_settings().unwrap().resolve().unwrap();
+    assert_eq!(plan.volo_transports, [VoloTransport::Mux]);
+    let key = plan
+        .server_keys()
+        .into_iter()
+        .find(|k| k.player == Player::Volo)
+        .unwrap();
+    let argv = server_args(&mux.server_base(), key, Transport::Tcp).to_argv();
+    assert!(
+        argv.windows(2).any(|w| w == ["--player", "volo"]),
+        "{argv:?}"
+    );
+    assert!(
+        argv.windows(2).any(|w| w == ["--volo-transport", "mux"]),
+        "{argv:?}"
+    );
 }
 
 #[test]

@@ -8,8 +8,9 @@ impl Plan {
     /// The option the charts compare: `compare_by` if set; else `player` when several players
     /// run, joined by `+` with the first of connect_type, dispatch, queue, write_mode,
     /// serializer, compression, connections, payload_kind that takes more than one value among
-    /// brisk's scenes; else that option alone; else `call_mode`. (Unless compared, each payload
-    /// kind gets charts of its own: see the report's matrices.)
+    /// brisk's scenes; else that option alone; else `call_mode`; then `+volo_transport` when
+    /// volo runs on more than one transport (each its own series, as brisk's dispatches are).
+    /// (Unless compared, each payload kind gets charts of its own: see the report's matrices.)
     pub fn chart_compare_by(&self) -> String {
         if let Some(c) = &self.compare_by {
             return c.clone();
@@ -59,11 +60,16 @@ impl Plan {
             .map(|(name, _)| *name)
             .or((kinds.len() > 1).then_some("payload_kind"));
         let players = distinct(|s| s.player.to_string()) > 1;
-        match (players, setting) {
-            (true, Some(setting)) => format!("player+{setting}"),
-            (true, None) => "player".to_owned(),
-            (false, Some(setting)) => setting.to_owned(),
-            (false, None) => "call_mode".to_owned(),
+        let volo_transports = dedup(scenes.iter().filter_map(|s| s.volo_transport).collect());
+        let volo = (volo_transports.len() > 1).then_some("volo_transport");
+        let compared: Vec<&str> = [players.then_some("player"), setting, volo]
+            .into_iter()
+            .flatten()
+            .collect();
+        if compared.is_empty() {
+            "call_mode".to_owned()
+        } else {
+            compared.join("+")
         }
     }
 

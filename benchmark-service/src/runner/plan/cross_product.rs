@@ -38,15 +38,17 @@ impl Plan {
 
     /// The cross product grouped into *points*: the scenes that share scenario, call mode,
     /// requests, concurrency, payload and payload kind — one x of one chart — and differ only
-    /// in player and in brisk's options (compression among them). The runner interleaves a point's scenes round by round, so a slow
-    /// moment of the machine lands on every variant instead of on whichever ran then.
+    /// in player, in brisk's options (compression among them) and in volo's transport. The
+    /// runner interleaves a point's scenes round by round, so a slow moment of the machine
+    /// lands on every variant instead of on whichever ran then.
     ///
     /// Dimensions that do not apply collapse: payload and payload kind are used by echo and the
     /// streams only (the kind is the outermost of the load dimensions); the connection count by
     /// pooled and fixed only; a player skips scenarios it does not
     /// implement (raw all but echo, tarpc and volo the streams); the
     /// peers take none of brisk's options (one server each, their own connections, as many as
-    /// the scene's `connections`). With `configs` the `C:N:P` triples replace connections ×
+    /// the scene's `connections`), volo runs once per transport (a server each, its own
+    /// variants as brisk's dispatches are). With `configs` the `C:N:P` triples replace connections ×
     /// concurrency × payload.
     pub fn points(&self) -> Vec<Vec<Scene>> {
         let mut out = Vec::new();
@@ -108,6 +110,7 @@ impl Plan {
                             payload,
                             payload_kind,
                             server: None,
+                            volo_transport: None,
                         };
                         let point = self.variants(&base, fixed_conns);
                         if !point.is_empty() {
@@ -120,7 +123,7 @@ impl Plan {
         out
     }
 
-    /// Every player × brisk option of one point.
+    /// Every player × brisk option (× volo transport) of one point.
     fn variants(&self, base: &Scene, fixed_conns: Option<u32>) -> Vec<Scene> {
         let conns_for = |connect: ConnectKind| match fixed_conns {
             _ if !connect.uses_connection_count() => vec![1],
@@ -133,12 +136,22 @@ impl Plan {
                 continue;
             }
             if player != Player::Brisk {
-                for connections in conns_for(ConnectKind::Fixed) {
-                    point.push(Scene {
-                        player,
-                        connections,
-                        ..base.clone()
-                    });
+                let transports = match player {
+                    Player::Volo => dedup(self.volo_transports.clone())
+                        .into_iter()
+                        .map(Some)
+                        .collect(),
+                    _ => vec![None],
+                };
+                for volo_transport in transports {
+                    for connections in conns_for(ConnectKind::Fixed) {
+                        point.push(Scene {
+                            player,
+                            connections,
+                            volo_transport,
+                            ..base.clone()
+                        });
+                    }
                 }
                 continue;
             }

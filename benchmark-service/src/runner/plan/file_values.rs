@@ -2,11 +2,12 @@
 //! `deserialize_with` functions its fields name.
 //!
 //! The rule is "the same words as the command line": names (players, scenarios, call modes,
-//! connect types, write modes, serializers, dispatches, queues, `C:N:P` load points) go through
-//! the same `FromStr` as the flags, so they accept the same spellings and fail with the same
-//! message; sizes and counts are integers or the flags' text forms (`"10k"`, `"100KiB"`);
-//! durations are numbers in the unit their key names (`scene_secs`, `warmup_ms`). Every error
-//! is a serde custom error, so the TOML reader puts the file's line and column in front of it.
+//! connect types, write modes, serializers, dispatches, queues, volo transports, `C:N:P` load
+//! points) go through the same `FromStr` as the flags, so they accept the same spellings and
+//! fail with the same message; sizes and counts are integers or the flags' text forms (`"10k"`,
+//! `"100KiB"`); durations are numbers in the unit their key names (`scene_secs`, `warmup_ms`).
+//! Every error is a serde custom error, so the TOML reader puts the file's line and column in
+//! front of it.
 
 use std::collections::BTreeMap;
 use std::fmt;

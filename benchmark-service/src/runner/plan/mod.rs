@@ -17,7 +17,8 @@
 //! - `preset` — the shipped presets (data files compiled in) and [`PresetFile`], the format
 //!   `--preset-file` reads;
 //! - `resolved` — [`Plan`] and its checks;
-//! - `scene` — [`Scene`] and the server it runs against;
+//! - `scene` — [`Scene`] and the server it runs against (brisk's dispatch × queue, volo's
+//!   transport);
 //! - `cross_product` — servers and points of a plan;
 //! - `charts` — what the charts compare and plot unless told.
 
@@ -38,6 +39,7 @@ mod tests;
 use std::fmt;
 
 pub use crate::players::brisk::{BriskOptions, ConnectKind};
+pub use crate::players::volo::Transport as VoloTransport;
 pub use crate::players::Player;
 pub use crate::scenario::Scenario;
 pub use preset::{Preset, PresetFile, PresetFileError};

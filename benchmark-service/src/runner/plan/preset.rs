@@ -56,8 +56,9 @@ pub enum Preset {
     /// Seed 002: echo 1k…100k at c = cores, with server CPU % and MB/s.
     #[strum(to_string = "payload-sweep", serialize = "payload_sweep")]
     PayloadSweep,
-    /// brisk (direct and pool dispatch), tarpc, tonic, volo and the raw ceiling on echo over
-    /// `C:N:P` load points, with CPU µs and TCP data segments (≈ writes) per call.
+    /// brisk (direct and pool dispatch), tarpc, tonic, volo (pool and mux transport) and the raw
+    /// ceiling on echo over `C:N:P` load points, with CPU µs and TCP data segments (≈ writes) per
+    /// call.
     Peers,
     /// Seed 001: nth with a new connection per call vs persistent connections, c = 10; then
     /// `ab`, `ab -k` and `wrk` against the server's HTTP/JSON listener when installed.

@@ -124,6 +124,7 @@ fn expected_settings(preset: Preset) -> Settings {
             ]),
             call_modes: Some(vec![CallMode::Sync]),
             dispatches: Some(vec![Dispatch::Direct, Dispatch::Pool]),
+            volo_transports: Some(vec![VoloTransport::Pool, VoloTransport::Mux]),
             players: with_raw.clone(),
             scene_secs: Some(Duration::from_secs(2)),
             x_by: Some("concurrency".into()),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 
-use super::{CallMode, ConnectKind, LoadShape, PayloadKind, Player, Scenario};
+use super::{CallMode, ConnectKind, LoadShape, PayloadKind, Player, Scenario, VoloTransport};
 
 /// A fully resolved run: every dimension has at least one value.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +52,8 @@ pub struct Plan {
     pub dispatches: Vec<Dispatch>,
     /// Server queues.
     pub queues: Vec<QueueKind>,
+    /// volo's transports (one volo server per transport).
+    pub volo_transports: Vec<VoloTransport>,
     /// Warm-up requests per scene round (count mode).
     pub warmup: u64,
     /// Rounds per scene (interleaved across the variants of a point).

@@ -1,11 +1,11 @@
 //! [`Scene`]: one point of the cross product, and the server it runs against
-//! ([`ServerChoice`], [`ServerKey`]). A scene is plain data; its names
-//! ([`Scene::name`], [`Scene::label`]) are what every report prints, so they keep
-//! jkbenchmark's spelling.
+//! ([`ServerChoice`] for brisk, [`VoloTransport`] for volo, [`ServerKey`]). A scene is plain
+//! data; its names ([`Scene::name`], [`Scene::label`]) are what every report prints, so they
+//! keep jkbenchmark's spelling.
 
 use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 
-use super::{CallMode, ConnectKind, PayloadKind, Player, Scenario};
+use super::{CallMode, ConnectKind, PayloadKind, Player, Scenario, VoloTransport};
 
 /// The server side of a scene group: one server per (dispatch, queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,17 +52,23 @@ pub struct Scene {
     /// What the payload's bytes are (`fill` for scenarios without one).
     pub payload_kind: PayloadKind,
     /// The brisk server this scene runs against (`None` for the peers, which have one server
-    /// each).
+    /// each — volo one per transport).
     pub server: Option<ServerChoice>,
+    /// volo's transport, on the client and on the server this scene runs against (`None` for
+    /// the other players).
+    pub volo_transport: Option<VoloTransport>,
 }
 
-/// The server a scene runs against: a player, and for brisk its dispatch × queue.
+/// The server a scene runs against: a player, for brisk its dispatch × queue, for volo its
+/// transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ServerKey {
     /// The framework.
     pub player: Player,
     /// brisk's dispatch × queue (`None` for the peers).
     pub choice: Option<ServerChoice>,
+    /// volo's transport (`None` for the other players).
+    pub volo_transport: Option<VoloTransport>,
 }
 
 impl Scene {
@@ -71,6 +77,7 @@ impl Scene {
         ServerKey {
             player: self.player,
             choice: self.server,
+            volo_transport: self.volo_transport,
         }
     }
 
@@ -119,7 +126,12 @@ impl Scene {
                     s.push_str(&format!("/{q}"));
                 }
             }
-            None => s.push_str(&format!("{} conn", self.connections)),
+            None => {
+                if let Some(transport) = self.volo_transport {
+                    s.push_str(&format!("{transport}, "));
+                }
+                s.push_str(&format!("{} conn", self.connections));
+            }
         }
         if self.scenario.uses_payload() {
             s.push_str(&format!(", {} B", self.payload));

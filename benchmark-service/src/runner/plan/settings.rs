@@ -17,7 +17,9 @@ use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 use serde::Deserialize;
 
 use super::file_values as file;
-use super::{join, CallMode, ConnectKind, LoadShape, PayloadKind, Plan, Player, Scenario};
+use super::{
+    join, CallMode, ConnectKind, LoadShape, PayloadKind, Plan, Player, Scenario, VoloTransport,
+};
 
 /// One layer of settings; `None` means "this layer does not say".
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -80,6 +82,9 @@ pub struct Settings {
     /// Server worker-pool queues.
     #[serde(deserialize_with = "file::names")]
     pub queues: Option<Vec<QueueKind>>,
+    /// volo's transports, client and server (one volo server per transport).
+    #[serde(deserialize_with = "file::names")]
+    pub volo_transports: Option<Vec<VoloTransport>>,
     /// Warm-up requests before each round (count mode).
     #[serde(deserialize_with = "file::count")]
     pub warmup: Option<u64>,
@@ -122,7 +127,7 @@ impl Settings {
         }
         or_fields!(hi, lo; players, scene_secs, warmup_time, async_depth, configs, scenarios, concurrency, requests, requests_by_scenario, call_modes,
             connect_types, connections, write_modes, serializers, compressions, payloads,
-            payload_kinds, dispatches, queues,
+            payload_kinds, dispatches, queues, volo_transports,
             warmup, rounds, pause, max_in_flight, timeout, dubbo_report, compare_by, x_by,
             http_load)
     }
@@ -177,6 +182,10 @@ impl Settings {
             )?,
             dispatches: non_empty("dispatch", self.dispatches.unwrap_or(vec![Dispatch::Pool]))?,
             queues: non_empty("queue", self.queues.unwrap_or(vec![QueueKind::Transfer]))?,
+            volo_transports: non_empty(
+                "volo-transport",
+                self.volo_transports.unwrap_or(vec![VoloTransport::Pool]),
+            )?,
             warmup: self.warmup.unwrap_or(1000),
             rounds: self.rounds.unwrap_or(3),
             pause: self.pause.unwrap_or(Duration::ZERO),

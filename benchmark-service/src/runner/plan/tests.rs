@@ -112,6 +112,70 @@ fn players_join_every_point_they_implement_and_take_no_brisk_options() {
 }
 
 #[test]
+fn volo_runs_once_per_transport_each_on_its_own_server() {
+    let plan = Settings::default()
+        .over(Preset::Peers.settings())
+        .resolve()
+        .unwrap();
+    for point in plan.points() {
+        let volo: Vec<Option<VoloTransport>> = point
+            .iter()
+            .filter(|s| s.player == Player::Volo)
+            .map(|s| s.volo_transport)
+            .collect();
+        assert_eq!(volo, [Some(VoloTransport::Pool), Some(VoloTransport::Mux)]);
+        assert!(point
+            .iter()
+            .filter(|s| s.player != Player::Volo)
+            .all(|s| s.volo_transport.is_none()));
+    }
+    let mux = plan
+        .scenes()
+        .into_iter()
+        .find(|s| s.volo_transport == Some(VoloTransport::Mux))
+        .unwrap();
+    assert_eq!(mux.label(), "volo-echo-c1-n0-sync [mux, 1 conn, 1024 B]");
+    // brisk × 2 dispatches, tarpc, tonic, volo × 2 transports, raw: a server each.
+    let keys = plan.server_keys();
+    assert_eq!(keys.len(), 2 + 2 + 2 + 1);
+    let volo: Vec<Option<VoloTransport>> = keys
+        .iter()
+        .filter(|k| k.player == Player::Volo)
+        .map(|k| k.volo_transport)
+        .collect();
+    assert_eq!(volo, [Some(VoloTransport::Pool), Some(VoloTransport::Mux)]);
+    // Each transport its own series beside brisk's dispatches.
+    assert_eq!(plan.chart_compare_by(), "player+dispatch+volo_transport");
+
+    // Unless told, volo runs its default transport only, and the charts are as before.
+    let volo_only = Settings {
+        players: Some(vec![Player::Volo]),
+        ..Settings::default()
+    };
+    let plan = volo_only.clone().resolve().unwrap();
+    assert!(plan
+        .scenes()
+        .iter()
+        .all(|s| s.volo_transport == Some(VoloTransport::Pool)));
+    assert_eq!(plan.chart_compare_by(), "call_mode");
+    // volo alone on both transports: the charts compare them.
+    let both = Settings {
+        volo_transports: Some(VoloTransport::ALL.to_vec()),
+        ..volo_only.clone()
+    }
+    .resolve()
+    .unwrap();
+    assert_eq!(both.scenes().len(), 2);
+    assert_eq!(both.chart_compare_by(), "volo_transport");
+    let none = Settings {
+        volo_transports: Some(vec![]),
+        ..volo_only
+    };
+    let err = none.resolve().unwrap_err();
+    assert!(err.contains("--volo-transport"), "{err}");
+}
+
+#[test]
 fn configs_replace_connections_concurrency_and_payload() {
     let plan = Settings::default()
         .over(Preset::Peers.settings())
@@ -132,8 +196,8 @@ fn configs_replace_connections_concurrency_and_payload() {
             (1, 100, 10_240)
         ]
     );
-    // brisk direct + pool, tarpc, tonic, volo, raw
-    assert!(points.iter().all(|p| p.len() == 6));
+    // brisk direct + pool, tarpc, tonic, volo pool + mux, raw
+    assert!(points.iter().all(|p| p.len() == 7));
     assert_eq!(
         "10:100:1k".parse::<LoadShape>().unwrap().label(),
         "10:100:1024"
