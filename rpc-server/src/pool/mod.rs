@@ -52,7 +52,7 @@
 //! pool is built to need few: a batch of tasks submitted quietly
 //! ([`WorkerPool::submit_quietly`], then one [`WorkerPool::wake_idle`]) wakes
 //! at most one worker; a worker runs queued tasks back to back without
-//! parking; and the wake-ups its tasks ask for ([`wake_soon`], a connection's
+//! parking; and the wake-ups its tasks ask for (`wake_soon`, a connection's
 //! answers) go out once its run of tasks ends (`seat.rs`). All of that rests
 //! on an awake worker coming back soon, which a blocking handler breaks; so a
 //! monitor thread (`monitor.rs`) looks every millisecond while there is work
@@ -322,6 +322,9 @@ impl Shared {
     }
 
     fn run(&self, seat: &Seat, task: Task) {
+        #[cfg(brisk_loom)]
+        let _ = seat; // seats stay out of the models (see `worker_loop`)
+        #[cfg(not(brisk_loom))]
         if seat.start_task(self.pulse.tick.load(Relaxed)) {
             // Wake-ups stay deferred while this task runs: if it blocks,
             // the monitor sends them.
@@ -336,6 +339,7 @@ impl Shared {
             );
         }
         self.pulse.active.fetch_sub(1, SeqCst);
+        #[cfg(not(brisk_loom))]
         seat.end_task();
         self.completed.fetch_add(1, Relaxed);
         self.submitted.fetch_sub(1, SeqCst);
@@ -380,14 +384,22 @@ impl Shared {
 fn worker_loop(shared: &Shared, first: Option<Task>) {
     tracing::debug!(pool = %shared.name, "worker thread started");
     let seat = Arc::new(Seat::new());
-    shared.seats.lock().push(seat.clone());
+    // Under loom nothing defers a wake-up (`wake_soon` wakes at once) and no
+    // monitor thread looks at seats, so they stay out of the models: each
+    // lock would only multiply the interleavings loom explores. The seat's
+    // own hand-off has a model of its own.
     #[cfg(not(brisk_loom))]
-    seat::sit(&seat);
+    {
+        shared.seats.lock().push(seat.clone());
+        seat::sit(&seat);
+    }
     let retired = work(shared, &seat, first);
-    seat.flush();
     #[cfg(not(brisk_loom))]
-    seat::stand();
-    shared.seats.lock().retain(|s| !Arc::ptr_eq(s, &seat));
+    {
+        seat.flush();
+        seat::stand();
+        shared.seats.lock().retain(|s| !Arc::ptr_eq(s, &seat));
+    }
     if retired {
         tracing::debug!(pool = %shared.name, "idle worker thread retired");
         shared.notify_exit(); // `try_retire` gave up the slot
@@ -411,6 +423,7 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
                 shared.run(seat, task);
                 continue;
             }
+            #[cfg(not(brisk_loom))]
             seat.flush();
             let submitted = shared.submitted.load(SeqCst);
             let active = shared.pulse.active.load(SeqCst);
@@ -429,6 +442,7 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
         let next = match shared.queue.poll(Some(Duration::ZERO)) {
             Some(task) => Some(task),
             None => {
+                #[cfg(not(brisk_loom))]
                 seat.flush();
                 shared.queue.poll(timeout)
             }

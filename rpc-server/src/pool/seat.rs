@@ -57,6 +57,7 @@ impl Seat {
     /// Marks the start of a task at monitor tick `tick`, sending the deferred
     /// wake-ups first if there are many. Returns whether some stay deferred
     /// (the monitor must then be awake to watch them).
+    #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
     pub(crate) fn start_task(&self, tick: u64) -> bool {
         let held = {
             let mut deferred = self.deferred.lock();
@@ -70,11 +71,13 @@ impl Seat {
     }
 
     /// Marks the end of a task.
+    #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
     pub(crate) fn end_task(&self) {
         self.task_tick.store(IDLE, Relaxed);
     }
 
     /// Sends every deferred wake-up.
+    #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
     pub(crate) fn flush(&self) {
         let mut deferred = self.deferred.lock();
         if !deferred.is_empty() {
