@@ -27,7 +27,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::Waker;
 
-use super::sync::{AtomicU64, Mutex};
+use super::sync::{AtomicU64, AtomicUsize, Mutex};
 
 /// `task_tick` of a worker between tasks.
 const IDLE: u64 = u64::MAX;
@@ -42,6 +42,10 @@ pub(crate) struct Seat {
     /// The monitor tick at which the current task started; [`IDLE`] between
     /// tasks.
     task_tick: AtomicU64,
+    /// How many wake-ups `deferred` holds, written under its lock and read
+    /// without it when a task starts (only this worker adds to it, so its
+    /// own reads are never behind; the monitor only lowers it).
+    held: AtomicUsize,
     /// Wake-ups deferred by this worker's tasks ([`wake_soon`]).
     deferred: Mutex<Vec<Waker>>,
 }
@@ -50,6 +54,7 @@ impl Seat {
     pub(crate) fn new() -> Self {
         Seat {
             task_tick: AtomicU64::new(IDLE),
+            held: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
         }
     }
@@ -59,15 +64,14 @@ impl Seat {
     /// (the monitor must then be awake to watch them).
     #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
     pub(crate) fn start_task(&self, tick: u64) -> bool {
-        let held = {
-            let mut deferred = self.deferred.lock();
-            if deferred.len() >= MAX_DEFERRED {
-                deferred.drain(..).for_each(Waker::wake);
-            }
-            !deferred.is_empty()
-        };
+        // No lock on the way into a task: the count says whether to look.
+        let mut held = self.held.load(Relaxed);
+        if held >= MAX_DEFERRED {
+            self.flush();
+            held = 0;
+        }
         self.task_tick.store(tick, Relaxed);
-        held
+        held > 0
     }
 
     /// Marks the end of a task.
@@ -81,7 +85,7 @@ impl Seat {
     pub(crate) fn flush(&self) {
         let mut deferred = self.deferred.lock();
         if !deferred.is_empty() {
-            deferred.drain(..).for_each(Waker::wake);
+            wake_all(&mut deferred, &self.held);
         }
     }
 
@@ -96,7 +100,7 @@ impl Seat {
             return false;
         }
         if started != IDLE && started.saturating_add(2) <= now {
-            deferred.drain(..).for_each(Waker::wake);
+            wake_all(&mut deferred, &self.held);
         }
         true
     }
@@ -104,7 +108,9 @@ impl Seat {
     /// Holds `waker` until the worker's run of tasks ends.
     #[cfg_attr(brisk_loom, allow(dead_code))]
     pub(crate) fn defer(&self, waker: Waker) {
-        self.deferred.lock().push(waker);
+        let mut deferred = self.deferred.lock();
+        deferred.push(waker);
+        self.held.store(deferred.len(), Relaxed);
     }
 
     /// Whether it holds deferred wake-ups.
@@ -112,6 +118,12 @@ impl Seat {
     pub(crate) fn holds_wakes(&self) -> bool {
         !self.deferred.lock().is_empty()
     }
+}
+
+/// Sends every wake-up in `deferred` (its lock held) and counts it empty.
+fn wake_all(deferred: &mut Vec<Waker>, held: &AtomicUsize) {
+    deferred.drain(..).for_each(Waker::wake);
+    held.store(0, Relaxed);
 }
 
 #[cfg(not(brisk_loom))]

@@ -55,7 +55,7 @@
 //! loom models check this very code: the hand-off, the lazy wake-ups, the
 //! monitor's rescue and the timed waits of retiring workers.
 
-use super::sync::{Arc, Condvar, Mutex};
+use super::sync::{Arc, AtomicUsize, Condvar, Mutex};
 use super::{Pulse, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -69,7 +69,7 @@ pub(crate) struct TransferQueue {
     /// The pool's `active` count and the monitor's tick.
     pulse: Arc<Pulse>,
     /// Tasks queued, readable without the lock (stats).
-    len: super::sync::AtomicUsize,
+    len: AtomicUsize,
 }
 
 struct State {
@@ -102,7 +102,7 @@ impl TransferQueue {
                 closed: false,
             }),
             pulse,
-            len: super::sync::AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
         }
     }
 
