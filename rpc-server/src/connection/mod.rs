@@ -77,6 +77,7 @@
 //! [`CallActivity`]: after each batch, one relaxed store when the batch held a
 //! request or the connection's busy state changed; no lock per request.
 
+mod idle;
 mod live;
 mod on_frame;
 mod stop_watch;
@@ -90,7 +91,6 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
-use rpc_transport::heartbeat::{self, Activity};
 use rpc_transport::{CloseSignal, FrameReader, Inbound, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, warn};
@@ -101,7 +101,8 @@ use crate::dispatch::{start_call, InFlight};
 use crate::listener::{Accepted, Peer};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
-use live::LiveCalls;
+use idle::IdleWatch;
+use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
 
@@ -200,7 +201,6 @@ async fn serve_halves<R, W>(
     let peer: Arc<str> = peer_addr.label;
     let close = Arc::new(CloseSignal::new());
     let mut outbox = Outbox::new(write_half, transport, ctx.metrics.io.clone());
-    let activity = Arc::new(Activity::default());
     let mut reader = FrameReader::new(
         read_half,
         transport.max_frame_size,
@@ -208,15 +208,7 @@ async fn serve_halves<R, W>(
         transport.read_buffer_max,
     )
     .with_counters(ctx.metrics.io.clone())
-    .with_activity(activity.clone())
     .with_budget(ctx.frame_budget.clone());
-    heartbeat::spawn(
-        activity.clone(),
-        transport.heartbeat_interval,
-        transport.idle_timeout,
-        None,
-        close.clone(),
-    );
     // The pool and where its threads put this connection's answers (pool
     // mode only).
     let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
@@ -237,13 +229,19 @@ async fn serve_halves<R, W>(
     };
     let max_in_flight = ctx.config.max_in_flight_per_connection;
     let mut direct = FuturesUnordered::new();
-    // Calls that may still end early, and the one timer of their deadlines
-    // (polled only while armed).
+    // Calls that may still end early, the idle check, and the connection's
+    // one timer, which comes round for the earliest of: a call's deadline,
+    // the next idle check, the outbox's budget stall (see `on_timer`).
     let mut live = LiveCalls::default();
     let mut expired = Vec::new();
-    let deadline_timer = tokio::time::sleep(Duration::from_secs(3600));
-    tokio::pin!(deadline_timer);
-    let mut armed: Option<Instant> = None;
+    let mut idle = IdleWatch::new(
+        transport.heartbeat_interval,
+        transport.idle_timeout,
+        tokio::time::Instant::now(),
+    );
+    let timer = tokio::time::sleep_until(idle.next_check());
+    tokio::pin!(timer);
+    let mut armed = Some(idle.next_check());
     let mut stopping = false;
     // Set once evicted: the answer to new requests and the connection's last frame.
     let mut evicted: Option<RpcError> = None;
@@ -290,13 +288,18 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
-        // Deadlines first: a client that keeps the socket busy must not
+        // The timer first: a client that keeps the socket busy must not
         // keep the timer's branch of the `select!` below from ever running.
-        if armed.is_some_and(|at| at <= clock) {
+        if armed.is_some_and(|at| at.into_std() <= clock) {
             armed = None;
-            live.expire(clock, &mut expired);
-            for call in expired.drain(..) {
-                answer_expired(&ctx, call, &mut outbox);
+            let timers = Timers {
+                live: &mut live,
+                expired: &mut expired,
+                idle: &mut idle,
+            };
+            if let Some(reason) = timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
+                close.close(reason);
+                break;
             }
         }
         while calls(&streams) < max_in_flight && outbox.has_room() {
@@ -366,12 +369,18 @@ async fn serve_halves<R, W>(
         if !streams.is_idle() {
             streams.write_into(&mut outbox);
         }
-        // Re-arm the deadline timer when the earliest deadline moved earlier.
-        if let Some(next) = live.next_deadline() {
+        // Re-arm the timer when what it waits for moved earlier.
+        let next = [
+            live.next_deadline().map(tokio::time::Instant::from_std),
+            outbox.budget_stall(),
+            Some(idle.next_check()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(next) = next {
             if armed.is_none_or(|at| next < at) {
-                deadline_timer
-                    .as_mut()
-                    .reset(tokio::time::Instant::from_std(next));
+                timer.as_mut().reset(next);
                 armed = Some(next);
             }
         }
@@ -395,7 +404,6 @@ async fn serve_halves<R, W>(
             break;
         }
         let was_stopping = stopping;
-        let stall_at = outbox.budget_stall();
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
@@ -442,20 +450,12 @@ async fn serve_halves<R, W>(
                     outbox.take_pooled(pooled);
                 }
             }
-            _ = &mut deadline_timer, if armed.is_some() => {
+            _ = &mut timer, if armed.is_some() => {
                 armed = None;
-                live.expire(Instant::now(), &mut expired);
-                for call in expired.drain(..) {
-                    answer_expired(&ctx, call, &mut outbox);
-                }
-            }
-            // An async block: disabled branches are still built, and a bare
-            // `sleep_until` would clone the runtime handle on every turn.
-            _ = async { if let Some(at) = stall_at { tokio::time::sleep_until(at).await } }, if stall_at.is_some() => {
-                if outbox.budget_stall().is_some_and(|at| at <= tokio::time::Instant::now()) {
-                    let n = outbox.give_back_budget();
-                    warn!(%peer, reservations = n,
-                        "the client took no answer for a while: its share of the frame budget goes back");
+                let timers = Timers { live: &mut live, expired: &mut expired, idle: &mut idle };
+                if let Some(reason) = timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
+                    close.close(reason);
+                    break;
                 }
             }
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
@@ -540,6 +540,43 @@ async fn serve_halves<R, W>(
     }
     close.close("connection finished");
     debug!(%peer, reason = close.reason(), "connection closed");
+}
+
+/// What the connection's one timer serves (see `serve_halves`).
+struct Timers<'t, 'a> {
+    live: &'t mut LiveCalls<'a>,
+    expired: &'t mut Vec<Live<'a>>,
+    idle: &'t mut IdleWatch,
+}
+
+impl Timers<'_, '_> {
+    /// The timer came round: answers the calls past their deadline
+    /// `DeadlineExceeded`, gives back the frame budget held by answers the
+    /// client has not taken for a while, and checks for idleness. `Some`
+    /// is the reason to close the connection (idle too long).
+    fn fired<W: AsyncWrite + Unpin>(
+        self,
+        ctx: &ServerCtx,
+        peer: &str,
+        outbox: &mut Outbox<W>,
+        bytes_read: u64,
+    ) -> Option<String> {
+        let now = tokio::time::Instant::now();
+        self.live.expire(now.into_std(), self.expired);
+        for call in self.expired.drain(..) {
+            answer_expired(ctx, call, outbox);
+        }
+        if outbox.budget_stall().is_some_and(|at| at <= now) {
+            let n = outbox.give_back_budget();
+            warn!(%peer, reservations = n,
+                "the client took no answer for a while: its share of the frame budget goes back");
+        }
+        let silent = self.idle.check(now, bytes_read)?;
+        Some(format!(
+            "idle timeout: nothing received for {} ms",
+            silent.as_millis()
+        ))
+    }
 }
 
 /// Why a connection closes when the server is forced down.

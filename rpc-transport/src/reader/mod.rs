@@ -22,11 +22,17 @@
 //!   holds a reservation must arrive at [`LARGE_FRAME_MIN_RATE`] or faster
 //!   (after [`LARGE_FRAME_GRACE`]), or the connection is closed: a peer cannot
 //!   pin the shared budget by announcing a large frame and dribbling its body.
-//! - **An idle connection holds almost nothing.** When nothing arrives for
-//!   [`IDLE_RELEASE`] while the read buffer holds more than [`IDLE_KEEP`]
-//!   bytes, or after large frames, the buffer is let go and starts small
-//!   again, and (after large frames) the allocator is asked to return freed
-//!   memory to the system (see [`allocator`](crate::allocator)).
+//! - **An idle connection holds no read buffer.** A new reader allocates
+//!   nothing until bytes arrive, and when nothing arrives for
+//!   [`IDLE_RELEASE`] with nothing buffered, the buffer is let go (after large
+//!   frames the allocator is also asked to return freed memory to the system,
+//!   see [`allocator`](crate::allocator)). A reader without a buffer waits
+//!   for the first bytes of the next frame with a [`HEADER_LEN`]-byte read
+//!   into the future itself, then allocates for the frame that header
+//!   announces: one more read on a connection's first call and after each
+//!   idle second, in exchange for servers that hold thousands of idle
+//!   connections without a buffer each (issue 21's 5 KB per idle
+//!   connection).
 //! - **Any byte received is activity** (for the idle timeout), not only a
 //!   complete frame: a large frame that takes longer than the idle timeout to
 //!   arrive is not mistaken for a dead peer.
@@ -42,7 +48,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, BytesMut};
-use rpc_codec::{read_header, Frame, Header};
+use rpc_codec::{read_header, Frame, Header, HEADER_LEN};
 use rpc_core::RpcError;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -52,10 +58,6 @@ use crate::{AdaptiveReadBuffer, IoCounters};
 
 /// How long a connection must receive nothing before its read buffer is let go.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
-
-/// A read buffer holding at most this many bytes is kept however long the
-/// connection is idle (a new one starts at 512 bytes and grows on demand).
-pub const IDLE_KEEP: usize = 64 << 10;
 
 /// What the reader found on the stream.
 #[derive(Debug)]
@@ -255,14 +257,15 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                         continue;
                     }
                 }
-                if self.buf.is_empty() && (self.had_large || self.buf.held() > IDLE_KEEP) {
+                if self.buf.is_empty() && self.buf.held() == 0 && header.is_none() {
+                    self.read_first_bytes().await?
+                } else if self.buf.is_empty() {
                     match self.read_or_release().await? {
                         Some(n) => n,
                         // The idle timer fired: nothing read, go round again.
                         None => continue,
                     }
                 } else {
-                    self.idle = None;
                     let n = self.io.read_buf(self.buf.prepare(frame_len)).await?;
                     self.buf.record(n);
                     n
@@ -357,6 +360,30 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             reserved,
             deadline,
         });
+    }
+
+    /// With no buffer allocated: waits for the next frame's first bytes
+    /// with a read of at most a header into the future itself, then moves
+    /// them into a buffer sized for that frame (see the module docs).
+    async fn read_first_bytes(&mut self) -> Result<usize, RpcError> {
+        let mut first = [0u8; HEADER_LEN];
+        let n = self.io.read(&mut first).await?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let frame_len = match read_header(&first[..n]) {
+            Ok(Some(header))
+                if self.skip == 0 && header.frame_len() <= self.own_allocation_above as u64 =>
+            {
+                Some(header.frame_len() as usize)
+            }
+            // Too short for a header yet, bytes of a frame being skipped, a
+            // frame that takes an allocation of its own or is refused, or bad
+            // bytes: the usual path decides.
+            _ => None,
+        };
+        self.buf.prepare(frame_len).extend_from_slice(&first[..n]);
+        Ok(n)
     }
 
     /// One read into the empty adaptive buffer, or — when nothing arrives

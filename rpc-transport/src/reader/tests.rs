@@ -144,29 +144,52 @@ async fn a_budgeted_frame_that_stalls_closes_the_connection_and_gives_its_budget
 
 #[tokio::test(start_paused = true)]
 async fn an_idle_reader_lets_its_buffer_go() {
-    let (mut tx, rx) = tokio::io::duplex(1 << 20);
-    let mut reader = FrameReader::new(rx, 16 << 20, 512, 1 << 20);
-    // Frames of 200 KiB grow the read buffer past IDLE_KEEP.
-    for id in 1..=3 {
-        tx.write_all(&request(id, 200 << 10)).await.unwrap();
-        drop(frame(reader.next().await.unwrap()));
+    for body in [10, 1000, 200 << 10] {
+        let (mut tx, rx) = tokio::io::duplex(1 << 20);
+        let mut reader = FrameReader::new(rx, 16 << 20, 512, 1 << 20);
+        for id in 1..=3 {
+            tx.write_all(&request(id, body)).await.unwrap();
+            drop(frame(reader.next().await.unwrap()));
+        }
+        assert!(reader.buffer_capacity() > 0, "{body}: a buffer while busy");
+        // Nothing arrives for a while.
+        let waited = tokio::time::timeout(IDLE_RELEASE * 3, reader.next()).await;
+        assert!(waited.is_err());
+        assert_eq!(reader.buffer_capacity(), 0, "{body}: released");
+        // And it still reads, a frame at a time and several at once.
+        tx.write_all(&request(9, body)).await.unwrap();
+        assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 9);
+        let mut two = request(10, body);
+        two.extend(request(11, body));
+        tx.write_all(&two).await.unwrap();
+        assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 10);
+        assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 11);
     }
-    assert!(
-        reader.buffer_capacity() > IDLE_KEEP,
-        "grown: {}",
-        reader.buffer_capacity()
-    );
-    // Nothing arrives for a while.
-    let waited = tokio::time::timeout(IDLE_RELEASE * 3, reader.next()).await;
+}
+
+#[tokio::test]
+async fn a_new_reader_allocates_nothing_until_bytes_arrive() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let mut reader = FrameReader::new(rx, 1 << 20, 512, 1 << 20);
+    let waited = tokio::time::timeout(Duration::from_millis(20), reader.next()).await;
     assert!(waited.is_err());
-    assert!(
-        reader.buffer_capacity() <= IDLE_KEEP,
-        "released: {}",
-        reader.buffer_capacity()
-    );
-    // And it still reads.
-    tx.write_all(&request(9, 10)).await.unwrap();
-    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 9);
+    assert_eq!(reader.buffer_capacity(), 0, "nothing held while waiting");
+    // A frame arriving a byte at a time still comes out whole.
+    let bytes = request(1, 100);
+    let writer = tokio::spawn(async move {
+        for b in bytes {
+            tx.write_all(&[b]).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        tx
+    });
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    let tx = writer.await.unwrap();
+    // A clean end of stream allocates nothing either.
+    drop(tx);
+    let mut quiet = FrameReader::new(tokio::io::empty(), 1 << 20, 512, 1 << 20);
+    assert!(quiet.next().await.unwrap().is_none());
+    assert_eq!(quiet.buffer_capacity(), 0);
 }
 
 #[tokio::test]
