@@ -146,6 +146,18 @@ impl<'a> LiveCalls<'a> {
         }
     }
 
+    /// Forgets the calls that have ended and gives back the table's memory
+    /// (an idle connection's tidy).
+    pub fn release(&mut self) {
+        self.prune();
+        if self.due.is_empty() {
+            self.due = BinaryHeap::new();
+        }
+        if self.open.is_empty() {
+            self.open = Vec::new();
+        }
+    }
+
     /// Drops the entries of calls that have ended; the next prune comes
     /// when the table has doubled again.
     fn prune(&mut self) {

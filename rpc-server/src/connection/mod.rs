@@ -101,7 +101,7 @@ use crate::dispatch::{start_call, InFlight};
 use crate::listener::{Accepted, Peer};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
-use idle::IdleWatch;
+use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
@@ -222,13 +222,15 @@ async fn serve_halves<R, W>(
     let in_flight = Arc::new(InFlight::default());
     // Streaming calls, each on a task of its own; their frames come back
     // through the table's queue.
-    let mut streams = ConnStreams::new(ctx.config.streams.clone());
+    let mut streams = ConnStreams::default();
     // Calls in progress, on this task and on the pool, and streams open.
     let calls = |streams: &ConnStreams| {
         in_flight.get() + pooled.map_or(0, |p| p.in_flight()) + streams.len()
     };
     let max_in_flight = ctx.config.max_in_flight_per_connection;
-    let mut direct = FuturesUnordered::new();
+    // Created with the first direct call that does not finish at once (a
+    // `FuturesUnordered` allocates as it is made) and let go when idle.
+    let mut direct = None;
     // Calls that may still end early, the idle check, and the connection's
     // one timer, which comes round for the earliest of: a call's deadline,
     // the next idle check, the outbox's budget stall (see `on_timer`).
@@ -242,6 +244,8 @@ async fn serve_halves<R, W>(
     let timer = tokio::time::sleep_until(idle.next_check());
     tokio::pin!(timer);
     let mut armed = Some(idle.next_check());
+    // The timer fired in the `select!`: handled at the top of the next turn.
+    let mut timer_fired = false;
     let mut stopping = false;
     // Set once evicted: the answer to new requests and the connection's last frame.
     let mut evicted: Option<RpcError> = None;
@@ -290,52 +294,79 @@ async fn serve_halves<R, W>(
         let mut called = false;
         // The timer first: a client that keeps the socket busy must not
         // keep the timer's branch of the `select!` below from ever running.
-        if armed.is_some_and(|at| at.into_std() <= clock) {
+        if timer_fired || armed.is_some_and(|at| at.into_std() <= clock) {
+            timer_fired = false;
             armed = None;
             let timers = Timers {
                 live: &mut live,
                 expired: &mut expired,
                 idle: &mut idle,
             };
-            if let Some(reason) = timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
-                close.close(reason);
-                break;
+            match timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
+                Check::Busy => {}
+                Check::Idle(silent) => {
+                    close.close(format!(
+                        "idle timeout: nothing received for {} ms",
+                        silent.as_millis()
+                    ));
+                    break;
+                }
+                // Quiet for a while: give back what the calls left behind.
+                Check::Tidy if calls(&streams) == 0 => {
+                    live.release();
+                    outbox.release();
+                    if let Some(pooled) = pooled {
+                        pooled.release();
+                    }
+                    streams.release();
+                    if direct.as_ref().is_some_and(FuturesUnordered::is_empty) {
+                        direct = None;
+                    }
+                    expired = Vec::new();
+                }
+                Check::Tidy => {}
             }
         }
         while calls(&streams) < max_in_flight && outbox.has_room() {
-            let (frame, reserved) = match next_frame.take() {
-                Some(next) => next,
-                None => match reader.try_next_buffered() {
-                    Ok(Some(Inbound::Frame(frame, reserved))) => (frame, reserved),
-                    Ok(Some(Inbound::TooLarge { header, max })) => {
-                        answer_too_large(&ctx, &peer, &header, max, &mut outbox);
-                        continue;
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        warn!(%peer, error = %e, "closing connection: bad input from client");
-                        close.close(e.to_string());
-                        break 'serve;
-                    }
-                },
+            // The frame, the request and what routed it live in this block
+            // only: kept across the `poll!` below, they would make every
+            // connection's future, an idle connection's memory, larger.
+            let (mut call, cancel, mut running) = {
+                let (frame, reserved) = match next_frame.take() {
+                    Some(next) => next,
+                    None => match reader.try_next_buffered() {
+                        Ok(Some(Inbound::Frame(frame, reserved))) => (frame, reserved),
+                        Ok(Some(Inbound::TooLarge { header, max })) => {
+                            answer_too_large(&ctx, &peer, &header, max, &mut outbox);
+                            continue;
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            warn!(%peer, error = %e, "closing connection: bad input from client");
+                            close.close(e.to_string());
+                            break 'serve;
+                        }
+                    },
+                };
+                called |= frame.header.kind == FrameKind::Request;
+                let conn = Conn {
+                    ctx: &ctx,
+                    pool_lane: pool_lane.as_ref(),
+                    peer: peer_addr.addr,
+                    stopping,
+                    evicted: evicted.as_ref(),
+                };
+                let Some((call, req)) =
+                    conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams)
+                else {
+                    continue;
+                };
+                let cancel = req.cx.cancellation().clone();
+                let running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
+                (call, cancel, running)
             };
-            called |= frame.header.kind == FrameKind::Request;
-            let conn = Conn {
-                ctx: &ctx,
-                pool_lane: pool_lane.as_ref(),
-                peer: peer_addr.addr,
-                stopping,
-                evicted: evicted.as_ref(),
-            };
-            let Some((mut call, req)) =
-                conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams)
-            else {
-                continue;
-            };
-            let cancel = req.cx.cancellation().clone();
             // Poll the handler once right here: most finish at once (no I/O),
             // are answered into this batch and never need a slot in `direct`.
-            let mut running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
             match futures::poll!(&mut running) {
                 Poll::Ready(outcome) => {
                     let now = Instant::now();
@@ -345,16 +376,18 @@ async fn serve_halves<R, W>(
                 Poll::Pending => {
                     let permit = in_flight.acquire();
                     call.wait_in(&mut live, &cancel);
-                    direct.push(async move {
-                        // Given up (its deadline, the client's `Cancel`, the
-                        // connection closing): the handler's future is dropped.
-                        let outcome = tokio::select! {
-                            biased;
-                            outcome = &mut running => Some(outcome),
-                            _ = cancel.given_up() => None,
-                        };
-                        (call, permit, outcome)
-                    });
+                    direct
+                        .get_or_insert_with(FuturesUnordered::new)
+                        .push(async move {
+                            // Given up (its deadline, the client's `Cancel`, the
+                            // connection closing): the handler's future is dropped.
+                            let outcome = tokio::select! {
+                                biased;
+                                outcome = &mut running => Some(outcome),
+                                _ = cancel.given_up() => None,
+                            };
+                            (call, permit, outcome)
+                        });
                 }
             }
         }
@@ -368,6 +401,9 @@ async fn serve_halves<R, W>(
         }
         if !streams.is_idle() {
             streams.write_into(&mut outbox);
+        }
+        if calls(&streams) == 0 {
+            idle.quiet(tokio::time::Instant::from_std(clock), reader.bytes_read());
         }
         // Re-arm the timer when what it waits for moved earlier.
         let next = [
@@ -427,11 +463,14 @@ async fn serve_halves<R, W>(
                     break;
                 }
             },
-            Some((call, permit, outcome)) = direct.next(), if !direct.is_empty() => {
+            Some((call, permit, outcome)) = async { direct.as_mut()?.next().await }, if direct.as_ref().is_some_and(|d| !d.is_empty()) => {
                 call.finished(&ctx, outcome, &mut outbox);
                 drop(permit);
                 // Answer every other call that is done too, in the same batch.
-                while let Poll::Ready(Some((call, permit, outcome))) = futures::poll!(direct.next()) {
+                while let Some(Poll::Ready(Some((call, permit, outcome)))) = match direct.as_mut() {
+                    Some(d) => Some(futures::poll!(d.next())),
+                    None => None,
+                } {
                     call.finished(&ctx, outcome, &mut outbox);
                     drop(permit);
                     if !outbox.has_room() {
@@ -450,14 +489,7 @@ async fn serve_halves<R, W>(
                     outbox.take_pooled(pooled);
                 }
             }
-            _ = &mut timer, if armed.is_some() => {
-                armed = None;
-                let timers = Timers { live: &mut live, expired: &mut expired, idle: &mut idle };
-                if let Some(reason) = timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
-                    close.close(reason);
-                    break;
-                }
-            }
+            _ = &mut timer, if armed.is_some() => timer_fired = true,
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
                 Stop::Closed => break,
@@ -552,15 +584,15 @@ struct Timers<'t, 'a> {
 impl Timers<'_, '_> {
     /// The timer came round: answers the calls past their deadline
     /// `DeadlineExceeded`, gives back the frame budget held by answers the
-    /// client has not taken for a while, and checks for idleness. `Some`
-    /// is the reason to close the connection (idle too long).
+    /// client has not taken for a while, and checks for idleness (what to
+    /// do about it is the caller's).
     fn fired<W: AsyncWrite + Unpin>(
         self,
         ctx: &ServerCtx,
         peer: &str,
         outbox: &mut Outbox<W>,
         bytes_read: u64,
-    ) -> Option<String> {
+    ) -> Check {
         let now = tokio::time::Instant::now();
         self.live.expire(now.into_std(), self.expired);
         for call in self.expired.drain(..) {
@@ -571,11 +603,7 @@ impl Timers<'_, '_> {
             warn!(%peer, reservations = n,
                 "the client took no answer for a while: its share of the frame budget goes back");
         }
-        let silent = self.idle.check(now, bytes_read)?;
-        Some(format!(
-            "idle timeout: nothing received for {} ms",
-            silent.as_millis()
-        ))
+        self.idle.check(now, bytes_read)
     }
 }
 

@@ -127,6 +127,17 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         std::mem::take(&mut self.held).len()
     }
 
+    /// Gives back the buffer's memory when everything is written (an idle
+    /// connection's tidy); the next answer allocates again.
+    pub fn release(&mut self) {
+        if self.is_empty() {
+            self.buf = BytesMut::new();
+            self.written = 0;
+            self.held = Vec::new();
+            self.held_progress = None;
+        }
+    }
+
     /// Moves the answers the worker pool has encoded so far to the end of the
     /// outbox (when the outbox is empty, the two buffers trade places).
     #[inline]

@@ -169,6 +169,18 @@ impl PoolAnswers {
         true
     }
 
+    /// Gives back the answer buffer's memory when it is empty (an idle
+    /// connection's tidy); the next answer allocates again.
+    pub fn release(&self) {
+        let mut st = self.state.lock();
+        if st.buf.is_empty() {
+            st.buf = BytesMut::new();
+        }
+        if st.held.is_empty() {
+            st.held = Vec::new();
+        }
+    }
+
     /// The connection is gone: drop what is buffered and every later answer.
     pub fn close(&self) {
         let mut st = self.state.lock();

@@ -53,8 +53,15 @@ struct Open {
     inbox: Option<Arc<Inbox>>,
 }
 
-/// The streams open on one connection.
-pub(crate) struct ConnStreams {
+/// The streams open on one connection: nothing at all (one pointer in the
+/// connection's future) until its first stream opens, because most
+/// connections never stream and an idle connection's memory is mostly its
+/// task.
+#[derive(Default)]
+pub(crate) struct ConnStreams(Option<Box<Table>>);
+
+/// The table of a connection that has opened a stream.
+struct Table {
     open: HashMap<u64, Open>,
     out: Arc<StreamOut>,
     config: StreamConfig,
@@ -69,25 +76,97 @@ pub(crate) struct ConnStreams {
 }
 
 impl ConnStreams {
-    pub fn new(config: StreamConfig) -> Self {
-        ConnStreams {
-            open: HashMap::new(),
-            out: Arc::new(StreamOut::default()),
-            config,
-            backlog: VecDeque::new(),
-            frames: Vec::new(),
-            ended: Vec::new(),
-        }
-    }
-
     /// Streams open.
     pub fn len(&self) -> usize {
-        self.open.len()
+        self.0.as_ref().map_or(0, |t| t.open.len())
     }
 
     /// Starts `req` as a stream on `route`, on a task of its own. An error
     /// (too many streams) is for the caller to answer.
     pub fn start(
+        &mut self,
+        ctx: &Arc<ServerCtx>,
+        route: Route,
+        req: RpcRequest,
+        serializer: u8,
+    ) -> Result<(), RpcError> {
+        let table = self.0.get_or_insert_with(|| {
+            Box::new(Table {
+                open: HashMap::new(),
+                out: Arc::new(StreamOut::default()),
+                config: ctx.config.streams.clone(),
+                backlog: VecDeque::new(),
+                frames: Vec::new(),
+                ended: Vec::new(),
+            })
+        });
+        table.start(ctx, route, req, serializer)
+    }
+
+    /// A stream frame from the caller (data, end, error, credit); dropped
+    /// when it names no open stream.
+    pub fn on_frame(&mut self, frame: Frame) {
+        match &mut self.0 {
+            Some(table) => table.on_frame(frame),
+            None => debug!(request_id = frame.header.request_id, kind = ?frame.header.kind,
+                "a frame for a stream that is not open: dropped"),
+        }
+    }
+
+    /// The caller's `Cancel`: true when it named an open stream, which is
+    /// given up (its handler dropped, nothing more sent).
+    pub fn cancel(&mut self, id: u64) -> bool {
+        self.0.as_mut().is_some_and(|t| t.cancel(id))
+    }
+
+    /// Whether no stream is open and no stream frame waits to be written:
+    /// the connection need not look here.
+    pub fn is_idle(&self) -> bool {
+        self.0.as_ref().is_none_or(|t| t.is_idle())
+    }
+
+    /// Ready when frames wait to be moved into the outbox — in the backlog
+    /// (at once) or newly queued — or a stream has ended.
+    pub fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_ref().map_or(Poll::Pending, |t| t.poll_news(cx))
+    }
+
+    /// Moves the frames the streams queued into `outbox` while it has room
+    /// (the rest wait, in order, for the next turn), and forgets the streams
+    /// that ended.
+    pub fn write_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
+        if let Some(table) = &mut self.0 {
+            table.write_into(outbox);
+        }
+    }
+
+    /// Moves every frame the streams queued into `outbox`, room or not
+    /// (the connection is closing: what was sent before goes out).
+    pub fn drain_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
+        if let Some(table) = &mut self.0 {
+            table.drain_into(outbox);
+        }
+    }
+
+    /// Lets the table go when no stream is open and nothing waits to be
+    /// written (an idle connection's tidy); the next stream makes a new one.
+    pub fn release(&mut self) {
+        if self.is_idle() {
+            self.0 = None;
+        }
+    }
+
+    /// The connection is closing: every stream is given up and its flows
+    /// end with `why`; nothing more is queued.
+    pub fn close_all(&mut self, why: &str) {
+        if let Some(table) = &mut self.0 {
+            table.close_all(why);
+        }
+    }
+}
+
+impl Table {
+    fn start(
         &mut self,
         ctx: &Arc<ServerCtx>,
         route: Route,
@@ -137,7 +216,7 @@ impl ConnStreams {
     /// A stream frame from the caller (data, end, error, credit). Items
     /// past their credit end that flow with an error and the caller is told
     /// to stop.
-    pub fn on_frame(&mut self, frame: Frame) {
+    fn on_frame(&mut self, frame: Frame) {
         let id = frame.header.request_id;
         let Some(open) = self.open.get(&id) else {
             debug!(request_id = id, kind = ?frame.header.kind,
@@ -173,7 +252,7 @@ impl ConnStreams {
 
     /// The caller's `Cancel`: true when it named an open stream, which is
     /// given up (its handler dropped, nothing more sent).
-    pub fn cancel(&mut self, id: u64) -> bool {
+    fn cancel(&mut self, id: u64) -> bool {
         let Some(open) = self.open.get(&id) else {
             return false;
         };
@@ -189,13 +268,13 @@ impl ConnStreams {
 
     /// Whether no stream is open and no stream frame waits to be written:
     /// the connection need not look here.
-    pub fn is_idle(&self) -> bool {
+    fn is_idle(&self) -> bool {
         self.open.is_empty() && self.backlog.is_empty()
     }
 
     /// Ready when frames wait to be moved into the outbox — in the backlog
     /// (at once) or newly queued — or a stream has ended.
-    pub fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.backlog.is_empty() {
             return Poll::Ready(());
         }
@@ -205,7 +284,7 @@ impl ConnStreams {
     /// Moves the frames the streams queued into `outbox` while it has room
     /// (the rest wait, in order, for the next turn), and forgets the streams
     /// that ended.
-    pub fn write_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
+    fn write_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
         self.out.take(&mut self.frames, &mut self.ended);
         self.backlog.extend(self.frames.drain(..));
         while outbox.has_room() {
@@ -221,7 +300,7 @@ impl ConnStreams {
 
     /// Moves every frame the streams queued into `outbox`, room or not
     /// (the connection is closing: what was sent before goes out).
-    pub fn drain_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
+    fn drain_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
         self.out.take(&mut self.frames, &mut self.ended);
         self.backlog.extend(self.frames.drain(..));
         for frame in self.backlog.drain(..) {
@@ -231,7 +310,7 @@ impl ConnStreams {
 
     /// The connection is closing: every stream is given up and its flows
     /// end with `why`; nothing more is queued.
-    pub fn close_all(&mut self, why: &str) {
+    fn close_all(&mut self, why: &str) {
         let gone = Status::new(Code::Cancelled, why.to_owned());
         for open in self.open.values() {
             open.cancel.give_up();
