@@ -279,4 +279,29 @@ mod tests {
         table.expire(at, &mut expired);
         assert_eq!(expired.len(), running.len());
     }
+
+    #[test]
+    fn release_forgets_ended_calls_and_keeps_running_ones() {
+        let route = route();
+        let mut table = LiveCalls::default();
+        let at = Instant::now() + Duration::from_secs(60);
+        let running = live(&route, 1, Some(at));
+        let keep = running.cancel.clone();
+        table.insert(running);
+        for id in 2..10 {
+            let call = live(&route, id, if id % 2 == 0 { Some(at) } else { None });
+            call.cancel.finish();
+            table.insert(call);
+        }
+        table.release();
+        assert_eq!(table.len(), 1, "only the running call stays");
+        assert!(
+            table.open.capacity() == 0,
+            "the empty list's memory is given back"
+        );
+        keep.finish();
+        table.release();
+        assert_eq!(table.len(), 0);
+        assert_eq!(table.due.capacity(), 0);
+    }
 }

@@ -325,6 +325,36 @@ mod tests {
         assert_eq!(budget.available(), 1 << 20);
     }
 
+    #[test]
+    fn release_gives_back_an_empty_buffer_only() {
+        let answers = std::sync::Arc::new(PoolAnswers::new(1 << 24));
+        let reply_to = |id| ReplyTo {
+            id,
+            serializer: 1,
+            answer_in: rpc_core::Compression::None,
+        };
+        answers
+            .reserve(reply_to(1), None)
+            .answer(Ok(RpcResponse::new(Bytes::from_static(b"one"))));
+        answers.release();
+        assert!(
+            answers.state.lock().buf.len() > 0,
+            "an answer waiting is kept"
+        );
+        let mut out = BytesMut::from(&b"earlier"[..]);
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
+        assert!(answers.state.lock().buf.capacity() > 0, "kept for reuse");
+        answers.release();
+        assert_eq!(answers.state.lock().buf.capacity(), 0, "given back");
+        // And answers still come through.
+        answers
+            .reserve(reply_to(2), None)
+            .answer(Ok(RpcResponse::new(Bytes::from_static(b"two"))));
+        let mut out = BytesMut::new();
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
+        assert_eq!(decode_all(out)[0].0, 2);
+    }
+
     struct Flag(AtomicBool);
     impl Wake for Flag {
         fn wake(self: Arc<Self>) {
