@@ -338,7 +338,7 @@ mod tests {
             .answer(Ok(RpcResponse::new(Bytes::from_static(b"one"))));
         answers.release();
         assert!(
-            answers.state.lock().buf.len() > 0,
+            !answers.state.lock().buf.is_empty(),
             "an answer waiting is kept"
         );
         let mut out = BytesMut::from(&b"earlier"[..]);
