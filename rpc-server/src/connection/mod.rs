@@ -45,8 +45,8 @@
 //!
 //! A request's deadline is its arrival plus the timeout in its header. The
 //! calls that can still end early — direct calls still pending after their
-//! first poll, and every pooled call — are kept in [`LiveCalls`] with one
-//! timer for all their deadlines. At a deadline the task answers
+//! first poll, and every pooled call — are kept in [`LiveCalls`], their
+//! deadlines on the connection's one timer. At a deadline the task answers
 //! `DeadlineExceeded` at once and cancels the call's context: a direct
 //! call's future is dropped, a pooled call's late answer discarded. A
 //! `Cancel` frame cancels the context the same
@@ -70,6 +70,14 @@
 //! frame is a connection-level `TooManyConnections` (request id 0), so its
 //! client fails what it still had pending with that error, not a
 //! `ConnectionClosed` that looks like a crash.
+//!
+//! # One timer
+//!
+//! The connection has one timer, set for the earliest of: a live call's
+//! deadline, the outbox's budget stall, the next idle check and the next
+//! tidy (see `idle`). No task of its own keeps the idle timeout, and a
+//! connection quiet for a second gives back what its calls left behind:
+//! an idle connection is its task's future, its socket and little else.
 //!
 //! # Call activity
 //!
@@ -484,7 +492,7 @@ async fn serve_halves<R, W>(
             _ = std::future::poll_fn(|cx| streams.poll_news(cx)), if !streams.is_idle() && outbox.has_room() => {
                 streams.write_into(&mut outbox);
             }
-            _ = pool_news(pooled) => {
+            _ = pool_news(pooled, || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1)) => {
                 if let Some(pooled) = pooled {
                     outbox.take_pooled(pooled);
                 }

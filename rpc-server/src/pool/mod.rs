@@ -661,6 +661,12 @@ impl WorkerPool {
         }
     }
 
+    /// Tasks submitted and not finished yet (queued and running).
+    #[inline]
+    pub fn tasks_in_flight(&self) -> usize {
+        self.shared.submitted.load(Relaxed)
+    }
+
     /// The configuration the pool was built with.
     pub fn config(&self) -> &PoolConfig {
         &self.config
