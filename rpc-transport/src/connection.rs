@@ -271,7 +271,7 @@ impl Connection {
             activity,
             config.heartbeat_interval,
             config.idle_timeout,
-            Some(writer.clone()),
+            writer.clone(),
             close,
         );
         Arc::new(Connection {

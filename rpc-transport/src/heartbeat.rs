@@ -5,8 +5,9 @@
 //! arrives slowly keeps its connection open) and one low-frequency task per
 //! connection compares it between ticks. When nothing arrived for `heartbeat_interval`, a client sends a
 //! ping (the server answers pong, which counts as activity); when nothing arrived
-//! for `idle_timeout`, the connection is closed as dead. Servers do not ping: a
-//! live client's pings keep it open, an idle or vanished one is closed.
+//! for `idle_timeout`, the connection is closed as dead. This task is the
+//! client's: a server does not ping and keeps its idle timeout on each
+//! connection's own timer (rpc-server's `connection::idle`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,13 +33,13 @@ impl Activity {
     }
 }
 
-/// Spawns the heartbeat task of one connection. It ends when `close` fires.
-/// `pinger` is `Some` on clients (send pings), `None` on servers (only time out).
+/// Spawns the heartbeat task of one client connection: pings through
+/// `pinger` when idle, closes at the idle timeout. It ends when `close` fires.
 pub fn spawn(
     activity: Arc<Activity>,
     interval: Duration,
     idle_timeout: Duration,
-    pinger: Option<FrameWriter>,
+    pinger: FrameWriter,
     close: Arc<CloseSignal>,
 ) {
     let check = interval.min(idle_timeout).max(Duration::from_millis(1));
@@ -68,11 +69,9 @@ pub fn spawn(
                 ));
                 return;
             }
-            if let Some(w) = &pinger {
-                if idle >= interval {
-                    ping_id = ping_id.wrapping_add(1);
-                    let _ = w.try_send(&OutFrame::control(FrameKind::Ping, ping_id));
-                }
+            if idle >= interval {
+                ping_id = ping_id.wrapping_add(1);
+                let _ = pinger.try_send(&OutFrame::control(FrameKind::Ping, ping_id));
             }
         }
     });

@@ -241,7 +241,7 @@ async fn serve_halves<R, W>(
     let mut direct = None;
     // Calls that may still end early, the idle check, and the connection's
     // one timer, which comes round for the earliest of: a call's deadline,
-    // the next idle check, the outbox's budget stall (see `on_timer`).
+    // the next idle check and tidy, the outbox's budget stall (see `Timers`).
     let mut live = LiveCalls::default();
     let mut expired = Vec::new();
     let mut idle = IdleWatch::new(
