@@ -314,7 +314,7 @@ impl Connection {
         if self.shared.close.is_closed() {
             return Err(self.shared.not_sent());
         }
-        let id = self.shared.pending.insert(deadline);
+        let (id, in_flight) = self.shared.pending.insert_counted(deadline);
         frame.request_id = id;
         // At least 1 ms: 0 on the wire means "no deadline".
         frame.timeout_ms = timeout.as_millis().clamp(1, u32::MAX as u128) as u32;
@@ -330,9 +330,17 @@ impl Connection {
             return Err(self.shared.not_sent());
         }
 
-        // The usual case: room in the write buffer, encoded there at once.
-        if mode == WriteMode::Async && self.writer.offer(frame)? == Offer::Queued {
-            return Ok(Started::Sent(call));
+        // The usual case: room in the write buffer, encoded there at once
+        // (or, the only call in flight, written to the socket right here).
+        if mode == WriteMode::Async {
+            let offered = if in_flight == 1 {
+                self.writer.offer_alone(frame)?
+            } else {
+                self.writer.offer(frame)?
+            };
+            if offered == Offer::Queued {
+                return Ok(Started::Sent(call));
+            }
         }
         let frame = frame.clone();
         // Waiting (for room, or for the write itself) is boxed: its timer and
@@ -410,7 +418,7 @@ impl Connection {
         }
         // The id's slot is held until the stream is over (`StreamLink`); a
         // stream's deadline is its own (`RawStreaming`), not the sweeper's.
-        let id = self.shared.pending.insert(far_future());
+        let (id, _) = self.shared.pending.insert_counted(far_future());
         frame.request_id = id;
         frame.timeout_ms = spec
             .timeout
@@ -648,6 +656,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         };
         match next {
             Ok(Some(Inbound::Frame(frame, _))) => {
+                writer.note_read();
                 let id = frame.header.request_id;
                 match frame.header.kind {
                     FrameKind::Response

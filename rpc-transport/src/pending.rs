@@ -163,9 +163,16 @@ impl PendingCalls {
     }
 
     /// Registers a call due at `deadline`; returns its request id.
+    #[cfg(test)]
     pub(crate) fn insert(&self, deadline: Instant) -> u64 {
+        self.insert_counted(deadline).0
+    }
+
+    /// Registers a call due at `deadline`; returns its request id and how
+    /// many calls (this one included) are now waiting on the connection.
+    pub(crate) fn insert_counted(&self, deadline: Instant) -> (u64, usize) {
         let due_ms = self.due_ms(deadline);
-        let id = {
+        let (id, waiting) = {
             let mut table = self.table.lock();
             table.seq = table.seq.wrapping_add(1);
             let seq = u64::from(table.seq) << 32;
@@ -189,14 +196,14 @@ impl PendingCalls {
                 state: State::Waiting(None),
             };
             table.waiting += 1;
-            id
+            (id, table.waiting)
         };
         // After the insert: a sweep that recomputes the minimum either saw this
         // entry or stored its minimum before this lowers it.
         if self.next_due_ms.fetch_min(due_ms, Ordering::AcqRel) > due_ms {
             self.earlier.notify_one();
         }
-        id
+        (id, waiting)
     }
 
     /// The outcome of call `id` once it has one (the slot is freed then);

@@ -142,7 +142,14 @@ impl StreamLink {
 
 impl StreamPeer for StreamLink {
     fn send_item(&self, id: u64, serializer: u8, body: Bytes) -> Result<(), Status> {
-        self.push(&OutFrame::stream_data(id, serializer, body))
+        let frame = OutFrame::stream_data(id, serializer, body);
+        // The only call on the connection: its items may be written through.
+        let pushed = if self.pending.len() == 1 {
+            self.writer.push_alone(&frame)
+        } else {
+            self.writer.push(&frame)
+        };
+        pushed.map_err(|e| local_status(&e))
     }
 
     fn send_end(&self, id: u64, serializer: u8, end: Result<(), Status>) {

@@ -26,6 +26,29 @@
 //! yields in a row that gathered nothing more, the yield is skipped, except on
 //! every 8th batch, which probes whether callers have become concurrent.
 //!
+//! # A caller alone writes through
+//!
+//! When the caller's call is the only one in flight on the connection
+//! ([`FrameWriter::offer_alone`], [`FrameWriter::push_alone`]) there is no
+//! batch to gather, and handing the frame to the writer task costs a wake-up
+//! of that task — on a multi-threaded runtime often on the other thread, a
+//! futex and a context switch per call. So when the writer task is parked on
+//! an empty buffer, such a caller writes its frame to the socket itself (one
+//! non-blocking `write`, on its own thread, while it still holds the bytes in
+//! its cache). The socket is shared behind a mutex that only one writer ever
+//! holds at a time: a caller writes through only while the task is parked
+//! with nothing queued, and marks the socket busy meanwhile, so the task
+//! waits and frames queued by others go out after it, in order. Whatever the
+//! socket does not take at once (it is full, or the write failed) is left
+//! for the task, which writes it before anything queued later and meets any
+//! error itself.
+//!
+//! A frame written through still counts as the start of a gathering batch
+//! ([`FrameWriter::queued_frames`]) until the connection reads a frame
+//! ([`FrameWriter::note_read`]): calls made together before any answer came
+//! back — a burst — then join that connection's next write, as they would
+//! have joined the batch had the first frame been queued.
+//!
 //! # Bounds and acknowledgements
 //!
 //! The buffer holds at most `write_queue_capacity` frames and `16 ×
@@ -46,15 +69,16 @@
 //! count as sent, even if the write then fails part-way.
 
 use std::future::poll_fn;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use rpc_codec::{FrameKind, OutFrame};
 use rpc_core::RpcError;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::sync::{oneshot, Notify};
 
 use crate::{CloseSignal, TransportConfig};
@@ -88,6 +112,39 @@ struct Queue {
     handles_gone: bool,
     /// The writer task has ended; nothing queued now would ever be written.
     stopped: bool,
+    /// A caller is writing its frame through (the writer task waits).
+    busy: bool,
+    /// What a caller's write-through left unwritten: the writer task writes
+    /// it before `buf`.
+    carry: BytesMut,
+    /// The bytes a write-through left in the stream's own buffer (TLS)
+    /// still need a flush, which the writer task does.
+    flush_owed: bool,
+    /// The buffer a caller writing through encodes into (kept for reuse).
+    through_buf: BytesMut,
+}
+
+impl Queue {
+    /// Whether the writer task has something to write.
+    fn has_work(&self) -> bool {
+        self.frames > 0 || !self.carry.is_empty() || self.flush_owed
+    }
+}
+
+/// The socket's write half, shared by the writer task and a caller writing
+/// through; only the holder of the write turn (see the module docs) locks it.
+struct Sink(Mutex<Pin<Box<dyn AsyncWrite + Send>>>);
+
+impl Sink {
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Pin<Box<dyn AsyncWrite + Send>>> {
+        self.0.lock()
+    }
+}
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sink")
+    }
 }
 
 /// What the handles and the writer task share.
@@ -102,25 +159,47 @@ struct Shared {
     /// `Queue::frames`, readable without the lock: how many frames are
     /// gathering for the next write (see [`FrameWriter::queued_frames`]).
     queued: AtomicUsize,
+    /// Frames written through since the task last took a batch or the
+    /// connection last read a frame: they count as gathering for
+    /// [`FrameWriter::queued_frames`] (see the module docs).
+    through: AtomicUsize,
     /// Callers waiting for room, and where they wait.
     waiters: AtomicUsize,
     space: Notify,
     close: Arc<CloseSignal>,
     peer: Arc<str>,
+    sink: Sink,
+}
+
+/// How a frame is offered: within the buffer's bounds or past them, and
+/// whether its caller is alone on the connection (and may write through).
+#[derive(Debug, Clone, Copy)]
+struct Terms {
+    bounded: bool,
+    alone: bool,
+}
+
+impl Terms {
+    const BOUNDED: Terms = Terms {
+        bounded: true,
+        alone: false,
+    };
 }
 
 impl Shared {
     /// Encodes `frame` into the buffer if it has room (and queues `ack` with it).
     fn offer(&self, frame: &OutFrame, ack: &mut Option<WriteAck>) -> Result<Offer, RpcError> {
-        self.offer_within(frame, ack, true)
+        self.offer_within(frame, ack, Terms::BOUNDED)
     }
 
-    /// [`offer`](Self::offer), past the buffer's bounds when `bounded` is false.
+    /// [`offer`](Self::offer) on `terms`: past the buffer's bounds when not
+    /// `bounded`; written through by the caller when `alone` and the writer
+    /// task is parked on an empty buffer.
     fn offer_within(
         &self,
         frame: &OutFrame,
         ack: &mut Option<WriteAck>,
-        bounded: bool,
+        terms: Terms,
     ) -> Result<Offer, RpcError> {
         let writer = {
             let mut q = self.queue.lock();
@@ -128,6 +207,15 @@ impl Shared {
                 drop(q);
                 return Err(self.closed_error());
             }
+            // The writer task parked on an empty buffer (its waker is only
+            // left there then) and nobody else writing: the turn is free.
+            if terms.alone && q.writer.is_some() && !q.busy && !q.has_work() {
+                q.busy = true;
+                let buf = std::mem::take(&mut q.through_buf);
+                drop(q);
+                return self.write_through(frame, buf, ack);
+            }
+            let bounded = terms.bounded;
             // Full at `capacity` frames, or at the byte high-water mark (a
             // frame larger than that alone is still taken into an empty buffer).
             if bounded
@@ -155,6 +243,79 @@ impl Shared {
             writer.wake();
         }
         Ok(Offer::Queued)
+    }
+
+    /// Writes `frame` to the socket on the caller's thread, holding the
+    /// write turn (`busy`); what the socket does not take now is left to the
+    /// writer task (see the module docs).
+    fn write_through(
+        &self,
+        frame: &OutFrame,
+        mut buf: BytesMut,
+        ack: &mut Option<WriteAck>,
+    ) -> Result<Offer, RpcError> {
+        let encoded = frame.encode(&mut buf, self.max_frame);
+        self.through.fetch_add(1, Ordering::Relaxed);
+        let mut written = 0;
+        let mut flushed = false;
+        if encoded.is_ok() {
+            // A no-op waker: if the socket is not ready the writer task takes
+            // over, and its own poll registers its own waker.
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut sink = self.sink.lock();
+            while written < buf.len() {
+                match sink.as_mut().poll_write(&mut cx, &buf[written..]) {
+                    Poll::Ready(Ok(n)) if n > 0 => written += n,
+                    // Full, failed or closed: the task meets it itself.
+                    _ => break,
+                }
+            }
+            flushed = written == buf.len()
+                && matches!(sink.as_mut().poll_flush(&mut cx), Poll::Ready(Ok(())));
+        }
+        let done = encoded.is_ok() && written == buf.len();
+        let (writer, acked) = {
+            let mut q = self.queue.lock();
+            q.busy = false;
+            let mut acked = None;
+            if encoded.is_err() || done || q.stopped {
+                // Out (or never to go): the ack, if any, learns which now —
+                // unless a flush is still owed, which the task does and acks.
+                if done && !flushed && !q.stopped {
+                    q.flush_owed = true;
+                    q.acks.extend(ack.take());
+                } else if encoded.is_ok() {
+                    acked = ack.take().map(|ack| (ack, done));
+                }
+                buf.clear();
+                if buf.capacity() <= self.high_water {
+                    q.through_buf = buf;
+                }
+            } else {
+                if written == 0 && frame.kind == FrameKind::Request {
+                    // Not a byte of it left: if the connection ends now,
+                    // its call was never sent.
+                    q.ids.push(frame.request_id);
+                }
+                buf.advance(written);
+                q.carry = buf;
+                q.acks.extend(ack.take());
+            }
+            // Frames queued meanwhile, a remainder or a flush: the task's turn.
+            let writer = if q.has_work() { q.writer.take() } else { None };
+            (writer, acked)
+        };
+        if let Some(writer) = writer {
+            writer.wake();
+        }
+        if let Some((ack, done)) = acked {
+            let _ = ack.send(if done {
+                Ok(())
+            } else {
+                Err(self.unsent_error())
+            });
+        }
+        encoded.map(|()| Offer::Queued)
     }
 
     /// Why a frame offered now cannot be queued: it never leaves, so the
@@ -218,7 +379,7 @@ impl FrameWriter {
         peer: Arc<str>,
     ) -> FrameWriter
     where
-        W: AsyncWrite + Unpin + Send + 'static,
+        W: AsyncWrite + Send + 'static,
     {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -229,20 +390,26 @@ impl FrameWriter {
                 writer: None,
                 handles_gone: false,
                 stopped: false,
+                busy: false,
+                carry: BytesMut::new(),
+                flush_owed: false,
+                through_buf: BytesMut::new(),
             }),
             capacity: capacity.max(1),
             high_water: 16 * config.max_batch_bytes.max(1),
             max_frame: config.max_frame_size,
             queued: AtomicUsize::new(0),
+            through: AtomicUsize::new(0),
             waiters: AtomicUsize::new(0),
             space: Notify::new(),
             close,
             peer,
+            sink: Sink(Mutex::new(Box::pin(io))),
         });
         let task = WriterTask {
-            io,
             shared: shared.clone(),
             spare: BytesMut::new(),
+            carry: BytesMut::new(),
             acks: Vec::new(),
             single_streak: 0,
             batches: 0,
@@ -262,6 +429,18 @@ impl FrameWriter {
     /// a timer on the common path. The frame is encoded here, by reference.
     pub fn offer(&self, frame: &OutFrame) -> Result<Offer, RpcError> {
         self.shared().offer(frame, &mut None)
+    }
+
+    /// [`offer`](Self::offer) by a caller whose call is the only one in
+    /// flight on the connection: with the writer task parked on an empty
+    /// buffer, the caller writes `frame` to the socket itself instead of
+    /// waking the task (see the module docs).
+    pub fn offer_alone(&self, frame: &OutFrame) -> Result<Offer, RpcError> {
+        let terms = Terms {
+            bounded: true,
+            alone: true,
+        };
+        self.shared().offer_within(frame, &mut None, terms)
     }
 
     /// Queues `frame`, waiting for room in the buffer; `ack` (if any) is
@@ -291,8 +470,23 @@ impl FrameWriter {
     /// and must not be lost to a full buffer — a lost credit grant would
     /// stall its stream for good.
     pub fn push(&self, frame: &OutFrame) -> Result<(), RpcError> {
+        self.push_as(frame, false)
+    }
+
+    /// [`push`](Self::push) by a caller whose stream is the only call in
+    /// flight on the connection (it may write through, as with
+    /// [`offer_alone`](Self::offer_alone)).
+    pub fn push_alone(&self, frame: &OutFrame) -> Result<(), RpcError> {
+        self.push_as(frame, true)
+    }
+
+    fn push_as(&self, frame: &OutFrame, alone: bool) -> Result<(), RpcError> {
+        let terms = Terms {
+            bounded: false,
+            alone,
+        };
         self.shared()
-            .offer_within(frame, &mut None, false)
+            .offer_within(frame, &mut None, terms)
             .map(|_| ())
     }
 
@@ -312,7 +506,22 @@ impl FrameWriter {
     /// connection whose next write a call can join). `usize::MAX` once the
     /// buffer has turned a frame away as full, until the writer takes it.
     pub fn queued_frames(&self) -> usize {
-        self.shared().queued.load(Ordering::Relaxed)
+        let shared = self.shared();
+        match shared.queued.load(Ordering::Relaxed) {
+            usize::MAX => usize::MAX,
+            queued => queued + shared.through.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The connection read a frame: calls made from here on answer what
+    /// came back, so frames written through before it no longer count as a
+    /// batch gathering (see the module docs).
+    #[inline]
+    pub fn note_read(&self) {
+        let through = &self.shared().through;
+        if through.load(Ordering::Relaxed) != 0 {
+            through.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Stops the writer for good and returns the request ids of the
@@ -346,11 +555,12 @@ impl FrameWriter {
     }
 }
 
-struct WriterTask<W> {
-    io: W,
+struct WriterTask {
     shared: Arc<Shared>,
     /// The buffer being written; swapped with the queue's after each write.
     spare: BytesMut,
+    /// A write-through's remainder, written before `spare`.
+    carry: BytesMut,
     /// Acknowledgements of the frames in `spare`.
     acks: Vec<WriteAck>,
     /// Yields in a row after which the batch still held a single frame.
@@ -359,7 +569,7 @@ struct WriterTask<W> {
     batches: u32,
 }
 
-impl<W: AsyncWrite + Unpin> WriterTask<W> {
+impl WriterTask {
     async fn run(mut self) {
         let close = self.shared.close.clone();
         // The write loop is polled first; the close waiter only when the loop
@@ -369,7 +579,8 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             result = self.write_loop() => {
                 match result {
                     Ok(()) => {
-                        let _ = self.io.shutdown().await;
+                        let sink = &self.shared.sink;
+                        let _ = poll_fn(|cx| sink.lock().as_mut().poll_shutdown(cx)).await;
                         close.close("connection finished: every handle was dropped");
                     }
                     // Keep the connection open for reading: answers to calls the
@@ -411,13 +622,16 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
     /// handle is gone and nothing is left to write.
     async fn take_batch(&mut self) -> bool {
         let shared = self.shared.clone();
-        let frames = poll_fn(|cx| {
+        let work = poll_fn(|cx| {
             let mut q = shared.queue.lock();
-            if q.frames > 0 {
-                return Poll::Ready(q.frames);
-            }
-            if q.handles_gone {
-                return Poll::Ready(0);
+            // While a caller writes through, its frame goes first: wait.
+            if !q.busy {
+                if q.has_work() {
+                    return Poll::Ready(Some(q.frames));
+                }
+                if q.handles_gone {
+                    return Poll::Ready(None);
+                }
             }
             match &mut q.writer {
                 Some(w) if w.will_wake(cx.waker()) => {}
@@ -426,9 +640,9 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             Poll::Pending
         })
         .await;
-        if frames == 0 {
+        let Some(frames) = work else {
             return false;
-        }
+        };
         self.batches = self.batches.wrapping_add(1);
         let yielded = frames == 1 && (self.single_streak < 8 || self.batches % 8 == 0);
         if yielded {
@@ -436,11 +650,15 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
         }
         let frames = {
             let mut q = self.shared.queue.lock();
+            std::mem::swap(&mut q.carry, &mut self.carry);
+            // The flush owed is the one after this batch's write.
+            q.flush_owed = false;
             std::mem::swap(&mut q.buf, &mut self.spare);
             std::mem::swap(&mut q.acks, &mut self.acks);
             // Taken for writing: from here on these frames count as sent.
             q.ids.clear();
             self.shared.queued.store(0, Ordering::Relaxed);
+            self.shared.through.store(0, Ordering::Relaxed);
             std::mem::take(&mut q.frames)
         };
         // The batch is taken: its slots are free while it is written.
@@ -461,8 +679,13 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             // The flush matters under TLS: rustls may still hold the end of
             // the batch when the socket was full, and would keep it until the
             // next write (a plain socket's flush does nothing).
-            let written = match self.io.write_all(&self.spare).await {
-                Ok(()) => self.io.flush().await,
+            let written = match self.write_all(true).await {
+                Ok(()) => self.write_all(false).await,
+                Err(e) => Err(e),
+            };
+            let sink = &self.shared.sink;
+            let written = match written {
+                Ok(()) => poll_fn(|cx| sink.lock().as_mut().poll_flush(cx)).await,
                 Err(e) => Err(e),
             };
             if let Err(e) = written {
@@ -484,6 +707,26 @@ impl<W: AsyncWrite + Unpin> WriterTask<W> {
             } else {
                 self.spare.clear();
             }
+            self.carry = BytesMut::new();
+        }
+        Ok(())
+    }
+
+    /// Writes all of the carried remainder (`carry`) or of the batch
+    /// (`spare`), waiting for the socket as often as it is full. The sink's
+    /// lock is held for one `poll_write` at a time: no caller writes through
+    /// meanwhile (the task is not parked), so it is never contended for long.
+    async fn write_all(&mut self, carry: bool) -> std::io::Result<()> {
+        let shared = &self.shared;
+        let buf = if carry { &self.carry } else { &self.spare };
+        let mut written = 0;
+        while written < buf.len() {
+            let n =
+                poll_fn(|cx| shared.sink.lock().as_mut().poll_write(cx, &buf[written..])).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            written += n;
         }
         Ok(())
     }

@@ -290,3 +290,131 @@ async fn a_batch_is_flushed_and_its_sync_ack_waits_for_the_flush() {
     );
     close.close("test over");
 }
+
+/// Lets the writer task run until it has parked on an empty buffer (its
+/// waker is left in the queue only then).
+async fn until_parked(writer: &FrameWriter) {
+    for _ in 0..100 {
+        {
+            let q = writer.shared().queue.lock();
+            if q.writer.is_some() && !q.has_work() {
+                return;
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("the writer task never parked");
+}
+
+/// The frames `ids` (pings) encoded back to back.
+fn pings(ids: impl IntoIterator<Item = u64>) -> Vec<u8> {
+    let mut expected = BytesMut::new();
+    for id in ids {
+        OutFrame::control(FrameKind::Ping, id)
+            .encode(&mut expected, usize::MAX)
+            .unwrap();
+    }
+    expected.to_vec()
+}
+
+#[tokio::test]
+async fn a_caller_alone_writes_through_and_keeps_the_order() {
+    let (client, mut server) = tokio::io::duplex(1 << 16);
+    let close = Arc::new(CloseSignal::new());
+    let writer = spawn(client, 16, close.clone(), "test");
+    until_parked(&writer).await;
+    // Written on this task, before the writer task could run at all.
+    let one = OutFrame::control(FrameKind::Ping, 1);
+    assert_eq!(writer.offer_alone(&one).unwrap(), Offer::Queued);
+    assert!(
+        writer.shared().queue.lock().buf.is_empty(),
+        "nothing queued"
+    );
+    // It counts as a batch gathering (a burst joins it) until a read.
+    assert_eq!(writer.queued_frames(), 1);
+    writer.note_read();
+    assert_eq!(writer.queued_frames(), 0);
+    let mut bytes = vec![0u8; one.encoded_len()];
+    server.read_exact(&mut bytes).await.unwrap();
+    assert_eq!(bytes, pings([1]));
+    // Queued frames go first: a caller alone behind them queues too.
+    assert_eq!(
+        writer
+            .offer(&OutFrame::control(FrameKind::Ping, 2))
+            .unwrap(),
+        Offer::Queued
+    );
+    writer
+        .push_alone(&OutFrame::control(FrameKind::Ping, 3))
+        .unwrap();
+    assert_eq!(writer.queued_frames(), 2);
+    until_parked(&writer).await;
+    assert_eq!(writer.queued_frames(), 0, "the task took the batch");
+    writer
+        .push_alone(&OutFrame::control(FrameKind::Ping, 4))
+        .unwrap();
+    let mut bytes = vec![0u8; 3 * one.encoded_len()];
+    server.read_exact(&mut bytes).await.unwrap();
+    assert_eq!(bytes, pings([2, 3, 4]));
+    close.close("test over");
+}
+
+#[tokio::test]
+async fn what_the_socket_does_not_take_is_left_to_the_task_in_order() {
+    // A 64-byte pipe: a 1 000-byte frame written through goes out in part,
+    // the rest (and a frame queued after it) once the peer reads.
+    let (client, mut server) = tokio::io::duplex(64);
+    let close = Arc::new(CloseSignal::new());
+    let writer = spawn(client, 16, close.clone(), "test");
+    until_parked(&writer).await;
+    let big = OutFrame::response(7, 0, bytes::Bytes::from(vec![5u8; 1000]));
+    assert_eq!(writer.offer_alone(&big).unwrap(), Offer::Queued);
+    assert!(!writer.shared().queue.lock().carry.is_empty());
+    let after = OutFrame::control(FrameKind::Ping, 8);
+    assert_eq!(writer.offer_alone(&after).unwrap(), Offer::Queued);
+    let mut expected = BytesMut::new();
+    big.encode(&mut expected, usize::MAX).unwrap();
+    after.encode(&mut expected, usize::MAX).unwrap();
+    let mut bytes = vec![0u8; expected.len()];
+    server.read_exact(&mut bytes).await.unwrap();
+    assert_eq!(bytes, expected.to_vec());
+    until_parked(&writer).await;
+    close.close("test over");
+}
+
+#[tokio::test]
+async fn a_write_through_that_left_bytes_in_the_stream_is_flushed_by_the_task() {
+    // A buffered stream (as TLS is): the caller's write lands in its buffer
+    // and the flush cannot finish on a 16-byte pipe; the task finishes it.
+    let (client, mut server) = tokio::io::duplex(16);
+    let close = Arc::new(CloseSignal::new());
+    let writer = spawn(tokio::io::BufWriter::new(client), 16, close.clone(), "test");
+    until_parked(&writer).await;
+    let frame = OutFrame::response(3, 0, bytes::Bytes::from(vec![9u8; 200]));
+    assert_eq!(writer.offer_alone(&frame).unwrap(), Offer::Queued);
+    assert!(writer.shared().queue.lock().flush_owed);
+    let mut expected = BytesMut::new();
+    frame.encode(&mut expected, usize::MAX).unwrap();
+    let mut bytes = vec![0u8; expected.len()];
+    server.read_exact(&mut bytes).await.unwrap();
+    assert_eq!(bytes, expected.to_vec());
+    close.close("test over");
+}
+
+#[tokio::test]
+async fn a_request_written_through_not_at_all_is_named_unsent() {
+    // The peer never reads: once the pipe is full, a request written
+    // through leaves not a byte, and stop_unsent must name it.
+    let (client, _server) = tokio::io::duplex(64);
+    let close = Arc::new(CloseSignal::new());
+    let writer = spawn(client, 1000, close.clone(), "test");
+    until_parked(&writer).await;
+    let fill = OutFrame::response(1, 0, bytes::Bytes::from(vec![0u8; 200]));
+    assert_eq!(writer.offer_alone(&fill).unwrap(), Offer::Queued);
+    // The task now waits on the full pipe with the remainder; offers queue.
+    let mut request = OutFrame::request(5, 1, "S", "m", bytes::Bytes::new());
+    request.request_id = 5;
+    assert_eq!(writer.offer_alone(&request).unwrap(), Offer::Queued);
+    close.close("closed by the test");
+    assert!(writer.stop_unsent().contains(&5));
+}
