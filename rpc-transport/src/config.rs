@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use rpc_codec::DEFAULT_MAX_FRAME_SIZE;
 use rpc_core::RpcError;
+
+use crate::pending::CallsInFlight;
 use serde::{Deserialize, Serialize};
 
 /// Socket-level settings. Defaults follow jkrpc where it had one.
@@ -59,6 +61,9 @@ pub struct ClientTransport {
     /// Connect with TLS (from the client's `tls` config or `ClientBuilder::tls`).
     #[cfg(feature = "tls")]
     pub tls: Option<crate::tls::TlsConnector>,
+    /// Calls in flight on every connection opened with this transport (one
+    /// client's): a call alone writes its frame through. Clones share it.
+    pub in_flight: CallsInFlight,
 }
 
 impl Default for ClientTransport {
@@ -69,6 +74,7 @@ impl Default for ClientTransport {
             write_queue_capacity: ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
             #[cfg(feature = "tls")]
             tls: None,
+            in_flight: CallsInFlight::default(),
         }
     }
 }

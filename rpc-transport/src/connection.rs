@@ -244,7 +244,7 @@ impl Connection {
             close.clone(),
             peer.clone(),
         );
-        let pending = Arc::new(PendingCalls::new());
+        let pending = Arc::new(PendingCalls::counted_in(client.in_flight.clone()));
         pending::spawn_sweeper(pending.clone(), close.clone());
         let streams = Arc::new(OpenStreams::default());
         let link = Arc::new(StreamLink {
@@ -331,7 +331,8 @@ impl Connection {
         }
 
         // The usual case: room in the write buffer, encoded there at once
-        // (or, the only call in flight, written to the socket right here).
+        // (or, the client's only call in flight, written to the socket right
+        // here: nobody could join its write).
         if mode == WriteMode::Async {
             let offered = if in_flight == 1 {
                 self.writer.offer_alone(frame)?

@@ -53,6 +53,7 @@ pub use config::{ClientTransport, IoCounters, TransportConfig};
 pub use connection::{
     connect, Connection, OpenStream, PendingCall, SendSpec, Started, StreamSpec, WriteWait,
 };
+pub use pending::CallsInFlight;
 pub use read_buffer::AdaptiveReadBuffer;
 pub use reader::{FrameReader, Inbound};
 pub use writer::{FrameWriter, Offer, WriteAck};

@@ -35,7 +35,7 @@
 //! once the slab has grown to the connection's peak of calls in flight. The
 //! lock also lets the sweep and `fail_all` see a consistent table.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -72,6 +72,56 @@ struct Slot {
     state: State,
 }
 
+/// Calls in flight on every connection of one client, shared by their
+/// [`PendingCalls`]: a caller whose call is the only one may write its frame
+/// through (see the writer's docs), and no other caller could join its write.
+#[derive(Debug, Clone, Default)]
+pub struct CallsInFlight(Arc<AtomicUsize>);
+
+/// A count, not a setting: transports compare equal whatever they count.
+impl PartialEq for CallsInFlight {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for CallsInFlight {}
+
+impl CallsInFlight {
+    /// Calls (and streams) in flight now; a relaxed read, for heuristics.
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A connection's waiting calls, mirrored in its client's [`CallsInFlight`].
+#[derive(Default)]
+struct Waiting {
+    here: usize,
+    client: CallsInFlight,
+}
+
+impl Waiting {
+    /// One more; returns the client's count with it.
+    fn add(&mut self) -> usize {
+        self.here += 1;
+        self.client.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn sub(&mut self) {
+        self.here -= 1;
+        self.client.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Waiting {
+    /// A connection dropped with calls still waiting takes them off its
+    /// client's count.
+    fn drop(&mut self) {
+        self.client.0.fetch_sub(self.here, Ordering::Relaxed);
+    }
+}
+
 /// The slots, the free list and the id sequence, behind one lock.
 #[derive(Default)]
 struct Table {
@@ -79,7 +129,7 @@ struct Table {
     /// Indices of free slots; reused last-in first-out (the warmest first).
     free: Vec<u32>,
     /// Calls in the `Waiting` state.
-    waiting: usize,
+    waiting: Waiting,
     /// Bumped per call: the high half of every request id.
     seq: u32,
 }
@@ -105,17 +155,17 @@ impl Table {
         let slot = self.slot(id)?;
         let state = std::mem::replace(&mut slot.state, State::Free);
         if matches!(state, State::Waiting(_)) {
-            self.waiting -= 1;
+            self.waiting.sub();
         }
         self.free.push((id as u32) - 1);
         Some(state)
     }
 
     /// Completes a waiting slot; the waker to wake (outside the lock).
-    fn finish(slot: &mut Slot, waiting: &mut usize, outcome: Outcome) -> Option<Waker> {
+    fn finish(slot: &mut Slot, waiting: &mut Waiting, outcome: Outcome) -> Option<Waker> {
         match std::mem::replace(&mut slot.state, State::Done(outcome)) {
             State::Waiting(waker) => {
-                *waiting -= 1;
+                waiting.sub();
                 waker
             }
             other => {
@@ -129,6 +179,8 @@ impl Table {
 /// The pending calls of one connection, each in a slot its request id names.
 pub(crate) struct PendingCalls {
     table: Mutex<Table>,
+    /// The client's count the table's calls are in (readable without the lock).
+    in_flight: CallsInFlight,
     epoch: Instant,
     /// The earliest deadline that may still be pending (ms after `epoch`), or
     /// `NONE_DUE`. Lowered by `insert`, recomputed by the sweep.
@@ -146,9 +198,23 @@ impl std::fmt::Debug for PendingCalls {
 }
 
 impl PendingCalls {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
+        PendingCalls::counted_in(CallsInFlight::default())
+    }
+
+    /// A connection's table, its calls counted in its client's `in_flight`.
+    pub(crate) fn counted_in(in_flight: CallsInFlight) -> Self {
+        let table = Table {
+            waiting: Waiting {
+                here: 0,
+                client: in_flight.clone(),
+            },
+            ..Table::default()
+        };
         PendingCalls {
-            table: Mutex::new(Table::default()),
+            in_flight,
+            table: Mutex::new(table),
             epoch: Instant::now(),
             next_due_ms: AtomicU64::new(NONE_DUE),
             earlier: Notify::new(),
@@ -169,10 +235,11 @@ impl PendingCalls {
     }
 
     /// Registers a call due at `deadline`; returns its request id and how
-    /// many calls (this one included) are now waiting on the connection.
+    /// many calls (this one included) are now in flight on every connection
+    /// of the client ([`CallsInFlight`]).
     pub(crate) fn insert_counted(&self, deadline: Instant) -> (u64, usize) {
         let due_ms = self.due_ms(deadline);
-        let (id, waiting) = {
+        let (id, in_flight) = {
             let mut table = self.table.lock();
             table.seq = table.seq.wrapping_add(1);
             let seq = u64::from(table.seq) << 32;
@@ -195,15 +262,15 @@ impl PendingCalls {
                 due_ms,
                 state: State::Waiting(None),
             };
-            table.waiting += 1;
-            (id, table.waiting)
+            let in_flight = table.waiting.add();
+            (id, in_flight)
         };
         // After the insert: a sweep that recomputes the minimum either saw this
         // entry or stored its minimum before this lowers it.
         if self.next_due_ms.fetch_min(due_ms, Ordering::AcqRel) > due_ms {
             self.earlier.notify_one();
         }
-        (id, waiting)
+        (id, in_flight)
     }
 
     /// The outcome of call `id` once it has one (the slot is freed then);
@@ -270,9 +337,14 @@ impl PendingCalls {
         wakers.into_iter().for_each(Waker::wake);
     }
 
+    /// Calls (and streams) in flight on every connection of the client.
+    pub(crate) fn client_in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
     /// Calls waiting for an answer.
     pub(crate) fn len(&self) -> usize {
-        self.table.lock().waiting
+        self.table.lock().waiting.here
     }
 
     /// Fails the calls whose deadline has passed (with a bare `Timeout` that the
@@ -452,5 +524,28 @@ mod tests {
         let answered = waiter.await.unwrap();
         assert!(matches!(answered, Some(Err(RpcError::ShuttingDown))));
         assert_eq!(pending.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_client_count_spans_its_connections() {
+        let count = CallsInFlight::default();
+        let a = PendingCalls::counted_in(count.clone());
+        let b = PendingCalls::counted_in(count.clone());
+        let later = Instant::now() + Duration::from_secs(60);
+        let (a1, n) = a.insert_counted(later);
+        assert_eq!(n, 1, "alone");
+        let (b1, n) = b.insert_counted(later);
+        assert_eq!(n, 2, "one in flight elsewhere");
+        let (_b2, _) = b.insert_counted(later);
+        assert_eq!(count.get(), 3);
+        assert!(a.remove(a1));
+        assert!(b.complete(b1, Err(RpcError::ShuttingDown)));
+        assert_eq!(count.get(), 1);
+        // A connection dropped with a call still waiting gives it back.
+        drop(b);
+        assert_eq!(count.get(), 0);
+        let _ = a.insert_counted(later);
+        a.fail_all(&RpcError::ShuttingDown);
+        assert_eq!(count.get(), 0);
     }
 }

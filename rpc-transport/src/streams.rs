@@ -143,8 +143,8 @@ impl StreamLink {
 impl StreamPeer for StreamLink {
     fn send_item(&self, id: u64, serializer: u8, body: Bytes) -> Result<(), Status> {
         let frame = OutFrame::stream_data(id, serializer, body);
-        // The only call on the connection: its items may be written through.
-        let pushed = if self.pending.len() == 1 {
+        // The client's only call: its items may be written through.
+        let pushed = if self.pending.client_in_flight() == 1 {
             self.writer.push_alone(&frame)
         } else {
             self.writer.push(&frame)
