@@ -73,8 +73,9 @@ struct Slot {
 }
 
 /// Calls in flight on every connection of one client, shared by their
-/// [`PendingCalls`]: a caller whose call is the only one may write its frame
-/// through (see the writer's docs), and no other caller could join its write.
+/// tables of pending calls: a caller whose call is the only one may write
+/// its frame through (see [`FrameWriter::offer_alone`](crate::FrameWriter::offer_alone)),
+/// as no other caller could join its write.
 #[derive(Debug, Clone, Default)]
 pub struct CallsInFlight(Arc<AtomicUsize>);
 
