@@ -28,26 +28,9 @@
 //!
 //! # A caller alone writes through
 //!
-//! When the caller's call is the only one in flight on the connection
-//! ([`FrameWriter::offer_alone`], [`FrameWriter::push_alone`]) there is no
-//! batch to gather, and handing the frame to the writer task costs a wake-up
-//! of that task — on a multi-threaded runtime often on the other thread, a
-//! futex and a context switch per call. So when the writer task is parked on
-//! an empty buffer, such a caller writes its frame to the socket itself (one
-//! non-blocking `write`, on its own thread, while it still holds the bytes in
-//! its cache). The socket is shared behind a mutex that only one writer ever
-//! holds at a time: a caller writes through only while the task is parked
-//! with nothing queued, and marks the socket busy meanwhile, so the task
-//! waits and frames queued by others go out after it, in order. Whatever the
-//! socket does not take at once (it is full, or the write failed) is left
-//! for the task, which writes it before anything queued later and meets any
-//! error itself.
-//!
-//! A frame written through still counts as the start of a gathering batch
-//! ([`FrameWriter::queued_frames`]) until the connection reads a frame
-//! ([`FrameWriter::note_read`]): calls made together before any answer came
-//! back — a burst — then join that connection's next write, as they would
-//! have joined the batch had the first frame been queued.
+//! The client's only call in flight writes its frame to the socket itself
+//! while the writer task is parked on an empty buffer (`through.rs`): one
+//! wake-up fewer per call, and the task still writes whatever is left.
 //!
 //! # Bounds and acknowledgements
 //!
@@ -72,9 +55,9 @@ use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use parking_lot::Mutex;
 use rpc_codec::{FrameKind, OutFrame};
 use rpc_core::RpcError;
@@ -243,79 +226,6 @@ impl Shared {
             writer.wake();
         }
         Ok(Offer::Queued)
-    }
-
-    /// Writes `frame` to the socket on the caller's thread, holding the
-    /// write turn (`busy`); what the socket does not take now is left to the
-    /// writer task (see the module docs).
-    fn write_through(
-        &self,
-        frame: &OutFrame,
-        mut buf: BytesMut,
-        ack: &mut Option<WriteAck>,
-    ) -> Result<Offer, RpcError> {
-        let encoded = frame.encode(&mut buf, self.max_frame);
-        self.through.fetch_add(1, Ordering::Relaxed);
-        let mut written = 0;
-        let mut flushed = false;
-        if encoded.is_ok() {
-            // A no-op waker: if the socket is not ready the writer task takes
-            // over, and its own poll registers its own waker.
-            let mut cx = Context::from_waker(Waker::noop());
-            let mut sink = self.sink.lock();
-            while written < buf.len() {
-                match sink.as_mut().poll_write(&mut cx, &buf[written..]) {
-                    Poll::Ready(Ok(n)) if n > 0 => written += n,
-                    // Full, failed or closed: the task meets it itself.
-                    _ => break,
-                }
-            }
-            flushed = written == buf.len()
-                && matches!(sink.as_mut().poll_flush(&mut cx), Poll::Ready(Ok(())));
-        }
-        let done = encoded.is_ok() && written == buf.len();
-        let (writer, acked) = {
-            let mut q = self.queue.lock();
-            q.busy = false;
-            let mut acked = None;
-            if encoded.is_err() || done || q.stopped {
-                // Out (or never to go): the ack, if any, learns which now —
-                // unless a flush is still owed, which the task does and acks.
-                if done && !flushed && !q.stopped {
-                    q.flush_owed = true;
-                    q.acks.extend(ack.take());
-                } else if encoded.is_ok() {
-                    acked = ack.take().map(|ack| (ack, done));
-                }
-                buf.clear();
-                if buf.capacity() <= self.high_water {
-                    q.through_buf = buf;
-                }
-            } else {
-                if written == 0 && frame.kind == FrameKind::Request {
-                    // Not a byte of it left: if the connection ends now,
-                    // its call was never sent.
-                    q.ids.push(frame.request_id);
-                }
-                buf.advance(written);
-                q.carry = buf;
-                q.acks.extend(ack.take());
-            }
-            // Frames queued meanwhile, a remainder or a flush: the task's turn.
-            let writer = if q.has_work() { q.writer.take() } else { None };
-            (writer, acked)
-        };
-        if let Some(writer) = writer {
-            writer.wake();
-        }
-        if let Some((ack, done)) = acked {
-            let _ = ack.send(if done {
-                Ok(())
-            } else {
-                Err(self.unsent_error())
-            });
-        }
-        encoded.map(|()| Offer::Queued)
     }
 
     /// Why a frame offered now cannot be queued: it never leaves, so the
@@ -731,6 +641,8 @@ impl WriterTask {
         Ok(())
     }
 }
+
+mod through;
 
 #[cfg(test)]
 mod tests;
