@@ -61,8 +61,10 @@ pub struct ClientTransport {
     /// Connect with TLS (from the client's `tls` config or `ClientBuilder::tls`).
     #[cfg(feature = "tls")]
     pub tls: Option<crate::tls::TlsConnector>,
-    /// Calls in flight on every connection opened with this transport (one
-    /// client's): a call alone writes its frame through. Clones share it.
+    /// Calls in flight on every connection opened with this transport — a
+    /// client's; a connection several clients share (`reused`) counts all
+    /// of its calls in the transport that opened it. A call alone in its
+    /// count writes its frame through. Clones share the count.
     pub in_flight: CallsInFlight,
 }
 

@@ -470,9 +470,10 @@ impl Connection {
         self.shared.close.reason().to_owned()
     }
 
-    /// Frames encoded and waiting for the connection's next write: a batch
-    /// still gathering, which one more call can join for free (`usize::MAX`
-    /// while the write buffer is full).
+    /// Frames encoded and waiting for the connection's next write, or
+    /// written through since its last read: a batch still gathering, which
+    /// one more call can join for free (`usize::MAX` while the write buffer
+    /// is full).
     pub fn queued_frames(&self) -> usize {
         self.writer.queued_frames()
     }

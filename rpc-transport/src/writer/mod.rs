@@ -155,7 +155,7 @@ struct Shared {
 }
 
 /// How a frame is offered: within the buffer's bounds or past them, and
-/// whether its caller is alone on the connection (and may write through).
+/// whether its caller is alone on its client (and may write through).
 #[derive(Debug, Clone, Copy)]
 struct Terms {
     bounded: bool,
@@ -190,8 +190,9 @@ impl Shared {
                 drop(q);
                 return Err(self.closed_error());
             }
-            // The writer task parked on an empty buffer (its waker is only
-            // left there then) and nobody else writing: the turn is free.
+            // The writer task parked (its waker is left there only while it
+            // waits) with nothing to write and nobody else writing (`busy`
+            // and work pending also leave it parked): the turn is free.
             if terms.alone && q.writer.is_some() && !q.busy && !q.has_work() {
                 q.busy = true;
                 let buf = std::mem::take(&mut q.through_buf);
@@ -342,7 +343,8 @@ impl FrameWriter {
     }
 
     /// [`offer`](Self::offer) by a caller whose call is the only one in
-    /// flight on the connection: with the writer task parked on an empty
+    /// flight on its client (on any of its connections, see
+    /// [`CallsInFlight`](crate::CallsInFlight)): with the writer task parked on an empty
     /// buffer, the caller writes `frame` to the socket itself instead of
     /// waking the task (see the module docs).
     pub fn offer_alone(&self, frame: &OutFrame) -> Result<Offer, RpcError> {
@@ -384,7 +386,7 @@ impl FrameWriter {
     }
 
     /// [`push`](Self::push) by a caller whose stream is the only call in
-    /// flight on the connection (it may write through, as with
+    /// flight on its client (it may write through, as with
     /// [`offer_alone`](Self::offer_alone)).
     pub fn push_alone(&self, frame: &OutFrame) -> Result<(), RpcError> {
         self.push_as(frame, true)
@@ -411,10 +413,12 @@ impl FrameWriter {
         }
     }
 
-    /// Frames queued and not yet taken by the writer task: a batch that is
-    /// still gathering (a relaxed read, for heuristics such as choosing a
-    /// connection whose next write a call can join). `usize::MAX` once the
-    /// buffer has turned a frame away as full, until the writer takes it.
+    /// Frames queued and not yet taken by the writer task, plus those
+    /// written through since the task's last batch or the connection's last
+    /// read: a batch that is still gathering (a relaxed read, for heuristics
+    /// such as choosing a connection whose next write a call can join).
+    /// `usize::MAX` once the buffer has turned a frame away as full, until
+    /// the writer takes it.
     pub fn queued_frames(&self) -> usize {
         let shared = self.shared();
         match shared.queued.load(Ordering::Relaxed) {
@@ -430,7 +434,7 @@ impl FrameWriter {
     pub fn note_read(&self) {
         let through = &self.shared().through;
         if through.load(Ordering::Relaxed) != 0 {
-            through.store(0, Ordering::Relaxed);
+            through.swap(0, Ordering::Relaxed);
         }
     }
 
@@ -443,6 +447,8 @@ impl FrameWriter {
             let mut q = shared.queue.lock();
             q.stopped = true;
             q.buf = BytesMut::new();
+            // A write-through's remainder will never be written either.
+            q.carry = BytesMut::new();
             q.frames = 0;
             shared.queued.store(0, Ordering::Relaxed);
             (std::mem::take(&mut q.ids), std::mem::take(&mut q.acks))
@@ -506,6 +512,8 @@ impl WriterTask {
             let mut q = self.shared.queue.lock();
             q.stopped = true;
             q.buf = BytesMut::new();
+            // A write-through's remainder will never be written either.
+            q.carry = BytesMut::new();
             q.frames = 0;
             self.shared.queued.store(0, Ordering::Relaxed);
             std::mem::take(&mut q.acks)

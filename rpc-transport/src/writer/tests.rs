@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ClientTransport;
+use std::task::Context;
 use tokio::io::AsyncReadExt;
 
 /// A writer over `io` holding at most `capacity` frames, default settings otherwise.
@@ -417,4 +418,63 @@ async fn a_request_written_through_not_at_all_is_named_unsent() {
     assert_eq!(writer.offer_alone(&request).unwrap(), Offer::Queued);
     close.close("closed by the test");
     assert!(writer.stop_unsent().contains(&5));
+}
+
+/// A socket that, on its first write, lets another caller queue a frame —
+/// as a caller on another thread would while this one writes through.
+struct Meddling {
+    out: tokio::io::DuplexStream,
+    writer: Arc<parking_lot::Mutex<Option<FrameWriter>>>,
+    meddled: bool,
+}
+
+impl AsyncWrite for Meddling {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if !self.meddled {
+            self.meddled = true;
+            if let Some(writer) = self.writer.lock().as_ref() {
+                // The turn is busy: this is queued, and must follow.
+                let later = OutFrame::control(FrameKind::Ping, 2);
+                assert_eq!(writer.offer_alone(&later).unwrap(), Offer::Queued);
+                assert!(writer.shared().queue.lock().busy);
+            }
+        }
+        Pin::new(&mut self.out).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.out).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.out).poll_shutdown(cx)
+    }
+}
+
+#[tokio::test]
+async fn a_frame_queued_during_a_write_through_follows_it() {
+    let (client, mut server) = tokio::io::duplex(1 << 16);
+    let slot = Arc::new(parking_lot::Mutex::new(None));
+    let io = Meddling {
+        out: client,
+        writer: slot.clone(),
+        meddled: false,
+    };
+    let close = Arc::new(CloseSignal::new());
+    let writer = spawn(io, 16, close.clone(), "test");
+    *slot.lock() = Some(writer.clone());
+    until_parked(&writer).await;
+    writer
+        .offer_alone(&OutFrame::control(FrameKind::Ping, 1))
+        .unwrap();
+    // The caller left the turn with a frame queued: the task was woken.
+    let mut bytes = vec![0u8; 2 * OutFrame::control(FrameKind::Ping, 0).encoded_len()];
+    server.read_exact(&mut bytes).await.unwrap();
+    assert_eq!(bytes, pings([1, 2]));
+    slot.lock().take();
+    close.close("test over");
 }

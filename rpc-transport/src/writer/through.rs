@@ -6,9 +6,9 @@
 //! batch to gather, and handing the frame to the writer task costs a wake-up
 //! of that task — on a multi-threaded runtime often on the other thread, a
 //! futex and a context switch per call. So when the writer task is parked on
-//! an empty buffer, such a caller writes its frame to the socket itself (one
-//! non-blocking `write`, on its own thread, while it still holds the bytes in
-//! its cache). The socket is shared behind a mutex that only one writer ever
+//! an empty buffer, such a caller writes its frame to the socket itself
+//! (non-blocking writes until the socket stops taking bytes, then a flush,
+//! on its own thread, while it still holds the bytes in its cache). The socket is shared behind a mutex that only one writer ever
 //! holds at a time: a caller writes through only while the task is parked
 //! with nothing queued, and marks the socket busy meanwhile, so the task
 //! waits and frames queued by others go out after it, in order. Whatever the
@@ -45,7 +45,9 @@ impl Shared {
         ack: &mut Option<WriteAck>,
     ) -> Result<Offer, RpcError> {
         let encoded = frame.encode(&mut buf, self.max_frame);
-        self.through.fetch_add(1, Ordering::Relaxed);
+        if encoded.is_ok() {
+            self.through.fetch_add(1, Ordering::Relaxed);
+        }
         let mut written = 0;
         let mut flushed = false;
         if encoded.is_ok() {
@@ -64,9 +66,10 @@ impl Shared {
                 && matches!(sink.as_mut().poll_flush(&mut cx), Poll::Ready(Ok(())));
         }
         let done = encoded.is_ok() && written == buf.len();
-        let (writer, acked) = {
+        let (writer, acked, stopped) = {
             let mut q = self.queue.lock();
             q.busy = false;
+            let stopped = q.stopped;
             let mut acked = None;
             if encoded.is_err() || done || q.stopped {
                 // Out (or never to go): the ack, if any, learns which now —
@@ -75,7 +78,9 @@ impl Shared {
                     q.flush_owed = true;
                     q.acks.extend(ack.take());
                 } else if encoded.is_ok() {
-                    acked = ack.take().map(|ack| (ack, done));
+                    // Flushed, or stopped with bytes maybe still in the
+                    // stream's buffer: only a flushed frame is acked Ok.
+                    acked = ack.take().map(|ack| (ack, done && flushed));
                 }
                 buf.clear();
                 if buf.capacity() <= self.high_water {
@@ -93,18 +98,24 @@ impl Shared {
             }
             // Frames queued meanwhile, a remainder or a flush: the task's turn.
             let writer = if q.has_work() { q.writer.take() } else { None };
-            (writer, acked)
+            (writer, acked, stopped)
         };
         if let Some(writer) = writer {
             writer.wake();
         }
-        if let Some((ack, done)) = acked {
-            let _ = ack.send(if done {
+        if let Some((ack, out)) = acked {
+            let _ = ack.send(if out {
                 Ok(())
             } else {
                 Err(self.unsent_error())
             });
         }
-        encoded.map(|()| Offer::Queued)
+        encoded?;
+        if written == 0 && !done && stopped {
+            // The writer stopped before a byte of it left: never sent, and
+            // the caller learns so now (its call may be retried).
+            return Err(self.closed_error());
+        }
+        Ok(Offer::Queued)
     }
 }
