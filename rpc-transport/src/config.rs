@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use rpc_codec::DEFAULT_MAX_FRAME_SIZE;
 use rpc_core::RpcError;
+use serde::{Deserialize, Serialize};
 
 use crate::pending::CallsInFlight;
-use serde::{Deserialize, Serialize};
 
 /// Socket-level settings. Defaults follow jkrpc where it had one.
 ///

@@ -122,6 +122,22 @@ impl Sink {
     fn lock(&self) -> parking_lot::MutexGuard<'_, Pin<Box<dyn AsyncWrite + Send>>> {
         self.0.lock()
     }
+
+    /// Writes all of `buf`, waiting for the socket as often as it is full
+    /// (the writer task's writes). The lock is held for one `poll_write` at
+    /// a time: no caller writes through meanwhile (the task is not parked),
+    /// so it is never contended for long.
+    async fn write_all(&self, buf: &[u8]) -> std::io::Result<()> {
+        let mut written = 0;
+        while written < buf.len() {
+            let n = poll_fn(|cx| self.lock().as_mut().poll_write(cx, &buf[written..])).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            written += n;
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Sink {
@@ -193,11 +209,11 @@ impl Shared {
             // The writer task parked (its waker is left there only while it
             // waits) with nothing to write and nobody else writing (`busy`
             // and work pending also leave it parked): the turn is free.
-            if terms.alone && q.writer.is_some() && !q.busy && !q.has_work() {
+            if terms.alone && ack.is_none() && q.writer.is_some() && !q.busy && !q.has_work() {
                 q.busy = true;
                 let buf = std::mem::take(&mut q.through_buf);
                 drop(q);
-                return self.write_through(frame, buf, ack);
+                return self.write_through(frame, buf);
             }
             let bounded = terms.bounded;
             // Full at `capacity` frames, or at the byte high-water mark (a
@@ -597,11 +613,11 @@ impl WriterTask {
             // The flush matters under TLS: rustls may still hold the end of
             // the batch when the socket was full, and would keep it until the
             // next write (a plain socket's flush does nothing).
-            let written = match self.write_all(true).await {
-                Ok(()) => self.write_all(false).await,
+            let sink = &self.shared.sink;
+            let written = match sink.write_all(&self.carry).await {
+                Ok(()) => sink.write_all(&self.spare).await,
                 Err(e) => Err(e),
             };
-            let sink = &self.shared.sink;
             let written = match written {
                 Ok(()) => poll_fn(|cx| sink.lock().as_mut().poll_flush(cx)).await,
                 Err(e) => Err(e),
@@ -626,25 +642,6 @@ impl WriterTask {
                 self.spare.clear();
             }
             self.carry = BytesMut::new();
-        }
-        Ok(())
-    }
-
-    /// Writes all of the carried remainder (`carry`) or of the batch
-    /// (`spare`), waiting for the socket as often as it is full. The sink's
-    /// lock is held for one `poll_write` at a time: no caller writes through
-    /// meanwhile (the task is not parked), so it is never contended for long.
-    async fn write_all(&mut self, carry: bool) -> std::io::Result<()> {
-        let shared = &self.shared;
-        let buf = if carry { &self.carry } else { &self.spare };
-        let mut written = 0;
-        while written < buf.len() {
-            let n =
-                poll_fn(|cx| shared.sink.lock().as_mut().poll_write(cx, &buf[written..])).await?;
-            if n == 0 {
-                return Err(std::io::ErrorKind::WriteZero.into());
-            }
-            written += n;
         }
         Ok(())
     }

@@ -21,6 +21,24 @@ fn spawn<W: AsyncWrite + Unpin + Send + 'static>(
     )
 }
 
+/// `frames` encoded back to back, as the peer should read them.
+fn encoded<'a>(frames: impl IntoIterator<Item = &'a OutFrame>) -> Vec<u8> {
+    let mut expected = BytesMut::new();
+    for frame in frames {
+        frame.encode(&mut expected, usize::MAX).unwrap();
+    }
+    expected.to_vec()
+}
+
+/// The pings `ids` encoded back to back.
+fn pings(ids: impl IntoIterator<Item = u64>) -> Vec<u8> {
+    let frames: Vec<OutFrame> = ids
+        .into_iter()
+        .map(|id| OutFrame::control(FrameKind::Ping, id))
+        .collect();
+    encoded(&frames)
+}
+
 #[tokio::test]
 async fn queued_frames_are_written_in_order_and_acked() {
     let (client, mut server) = tokio::io::duplex(1 << 20);
@@ -41,13 +59,7 @@ async fn queued_frames_are_written_in_order_and_acked() {
     let len = OutFrame::control(FrameKind::Ping, 0).encoded_len();
     let mut bytes = vec![0u8; 6 * len];
     server.read_exact(&mut bytes).await.unwrap();
-    let mut expected = BytesMut::new();
-    for id in 1..=6 {
-        OutFrame::control(FrameKind::Ping, id)
-            .encode(&mut expected, usize::MAX)
-            .unwrap();
-    }
-    assert_eq!(bytes, expected.to_vec());
+    assert_eq!(bytes, pings(1..=6));
     close.close("test over");
 }
 
@@ -307,17 +319,6 @@ async fn until_parked(writer: &FrameWriter) {
     panic!("the writer task never parked");
 }
 
-/// The frames `ids` (pings) encoded back to back.
-fn pings(ids: impl IntoIterator<Item = u64>) -> Vec<u8> {
-    let mut expected = BytesMut::new();
-    for id in ids {
-        OutFrame::control(FrameKind::Ping, id)
-            .encode(&mut expected, usize::MAX)
-            .unwrap();
-    }
-    expected.to_vec()
-}
-
 #[tokio::test]
 async fn a_caller_alone_writes_through_and_keeps_the_order() {
     let (client, mut server) = tokio::io::duplex(1 << 16);
@@ -373,12 +374,10 @@ async fn what_the_socket_does_not_take_is_left_to_the_task_in_order() {
     assert!(!writer.shared().queue.lock().carry.is_empty());
     let after = OutFrame::control(FrameKind::Ping, 8);
     assert_eq!(writer.offer_alone(&after).unwrap(), Offer::Queued);
-    let mut expected = BytesMut::new();
-    big.encode(&mut expected, usize::MAX).unwrap();
-    after.encode(&mut expected, usize::MAX).unwrap();
+    let expected = encoded([&big, &after]);
     let mut bytes = vec![0u8; expected.len()];
     server.read_exact(&mut bytes).await.unwrap();
-    assert_eq!(bytes, expected.to_vec());
+    assert_eq!(bytes, expected);
     until_parked(&writer).await;
     close.close("test over");
 }
@@ -394,11 +393,10 @@ async fn a_write_through_that_left_bytes_in_the_stream_is_flushed_by_the_task() 
     let frame = OutFrame::response(3, 0, bytes::Bytes::from(vec![9u8; 200]));
     assert_eq!(writer.offer_alone(&frame).unwrap(), Offer::Queued);
     assert!(writer.shared().queue.lock().flush_owed);
-    let mut expected = BytesMut::new();
-    frame.encode(&mut expected, usize::MAX).unwrap();
+    let expected = encoded([&frame]);
     let mut bytes = vec![0u8; expected.len()];
     server.read_exact(&mut bytes).await.unwrap();
-    assert_eq!(bytes, expected.to_vec());
+    assert_eq!(bytes, expected);
     close.close("test over");
 }
 

@@ -8,8 +8,9 @@
 //! futex and a context switch per call. So when the writer task is parked on
 //! an empty buffer, such a caller writes its frame to the socket itself
 //! (non-blocking writes until the socket stops taking bytes, then a flush,
-//! on its own thread, while it still holds the bytes in its cache). The socket is shared behind a mutex that only one writer ever
-//! holds at a time: a caller writes through only while the task is parked
+//! on its own thread, while it still holds the bytes in its cache). The
+//! socket is shared behind a mutex that only one writer ever holds at a
+//! time: a caller writes through only while the task is parked
 //! with nothing queued, and marks the socket busy meanwhile, so the task
 //! waits and frames queued by others go out after it, in order. Whatever the
 //! socket does not take at once (it is full, or the write failed) is left
@@ -22,6 +23,8 @@
 //! back — a burst — then join that connection's next write, as they would
 //! have joined the batch had the first frame been queued.
 //!
+//! Only frames without a [`WriteAck`](super::WriteAck) are written through:
+//! a `WriteMode::Sync` caller waits for its write anyway.
 
 use std::task::{Context, Poll, Waker};
 
@@ -32,7 +35,7 @@ use std::sync::atomic::Ordering;
 
 #[cfg(doc)]
 use super::FrameWriter;
-use super::{Offer, Shared, WriteAck};
+use super::{Offer, Shared};
 
 impl Shared {
     /// Writes `frame` to the socket on the caller's thread, holding the
@@ -42,15 +45,12 @@ impl Shared {
         &self,
         frame: &OutFrame,
         mut buf: BytesMut,
-        ack: &mut Option<WriteAck>,
     ) -> Result<Offer, RpcError> {
         let encoded = frame.encode(&mut buf, self.max_frame);
-        if encoded.is_ok() {
-            self.through.fetch_add(1, Ordering::Relaxed);
-        }
         let mut written = 0;
         let mut flushed = false;
         if encoded.is_ok() {
+            self.through.fetch_add(1, Ordering::Relaxed);
             // A no-op waker: if the socket is not ready the writer task takes
             // over, and its own poll registers its own waker.
             let mut cx = Context::from_waker(Waker::noop());
@@ -65,23 +65,14 @@ impl Shared {
             flushed = written == buf.len()
                 && matches!(sink.as_mut().poll_flush(&mut cx), Poll::Ready(Ok(())));
         }
-        let done = encoded.is_ok() && written == buf.len();
-        let (writer, acked, stopped) = {
+        let (writer, stopped) = {
             let mut q = self.queue.lock();
             q.busy = false;
             let stopped = q.stopped;
-            let mut acked = None;
-            if encoded.is_err() || done || q.stopped {
-                // Out (or never to go): the ack, if any, learns which now —
-                // unless a flush is still owed, which the task does and acks.
-                if done && !flushed && !q.stopped {
-                    q.flush_owed = true;
-                    q.acks.extend(ack.take());
-                } else if encoded.is_ok() {
-                    // Flushed, or stopped with bytes maybe still in the
-                    // stream's buffer: only a flushed frame is acked Ok.
-                    acked = ack.take().map(|ack| (ack, done && flushed));
-                }
+            if encoded.is_err() || written == buf.len() || stopped {
+                // Out, or never to go: the buffer is kept for the next one,
+                // and a flush still owed is the task's.
+                q.flush_owed |= encoded.is_ok() && !flushed && !stopped;
                 buf.clear();
                 if buf.capacity() <= self.high_water {
                     q.through_buf = buf;
@@ -94,24 +85,16 @@ impl Shared {
                 }
                 buf.advance(written);
                 q.carry = buf;
-                q.acks.extend(ack.take());
             }
             // Frames queued meanwhile, a remainder or a flush: the task's turn.
             let writer = if q.has_work() { q.writer.take() } else { None };
-            (writer, acked, stopped)
+            (writer, stopped)
         };
         if let Some(writer) = writer {
             writer.wake();
         }
-        if let Some((ack, out)) = acked {
-            let _ = ack.send(if out {
-                Ok(())
-            } else {
-                Err(self.unsent_error())
-            });
-        }
         encoded?;
-        if written == 0 && !done && stopped {
+        if written == 0 && stopped {
             // The writer stopped before a byte of it left: never sent, and
             // the caller learns so now (its call may be retried).
             return Err(self.closed_error());
