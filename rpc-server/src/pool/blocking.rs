@@ -12,7 +12,7 @@
 //! queue-length bound, which some deployments prefer.
 
 use super::sync::{AtomicUsize, Condvar, Mutex};
-use super::{Task, TaskQueue};
+use super::{Taken, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -86,10 +86,10 @@ impl TaskQueue for BlockingQueue {
         self.state.lock().tasks.is_empty()
     }
 
-    fn poll(&self, timeout: Option<Duration>) -> Option<Task> {
+    fn poll(&self, timeout: Option<Duration>) -> Option<Taken> {
         let mut state = self.state.lock();
         if let Some(task) = self.pop(&mut state) {
-            return Some(task);
+            return Some(task.into());
         }
         // `None` deadline = wait without a time limit (also used when the
         // timeout is too large to represent as an `Instant`).
@@ -106,12 +106,12 @@ impl TaskQueue for BlockingQueue {
                 None => self.not_empty.wait(&mut state),
                 Some(deadline) => {
                     if self.not_empty.wait_until(&mut state, deadline).timed_out() {
-                        return self.pop(&mut state);
+                        return self.pop(&mut state).map(Taken::from);
                     }
                 }
             }
             if let Some(task) = self.pop(&mut state) {
-                return Some(task);
+                return Some(task.into());
             }
         }
     }
@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(q.len(), 2);
         assert!(q.offer(Box::new(|| {}), true).is_err());
         while let Some(t) = q.poll(Some(Duration::ZERO)) {
-            t();
+            (t.task)();
         }
         assert_eq!(q.len(), 0);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1]);
@@ -197,7 +197,7 @@ mod tests {
         let q2 = Arc::clone(&q);
         let h = std::thread::spawn(move || {
             if let Some(t) = q2.poll(None) {
-                t();
+                (t.task)();
             }
         });
         assert!(q

@@ -62,6 +62,13 @@
 //! long as it blocks. Growth is untouched: a submit still starts a thread
 //! when more tasks are unfinished than threads are live.
 //!
+//! A lone caller (one call at a time, 1:1) gets no batch to share a wake-up
+//! with: each of its calls would find the worker parked. So a worker whose
+//! one task was the pool's only work waits for the next awake, for up to
+//! `IDLE_SPIN` (50 µs), before it parks (`TaskQueue::spin`); one worker at a
+//! time, never while other calls keep the pool busy, and only while the
+//! caller's calls have been coming closer together than that.
+//!
 //! # Correctness notes
 //!
 //! The protocol counters (`submitted`, `active`, `pool_size`, the shutdown
@@ -89,9 +96,12 @@
 //!   under the same synchronisation the producer uses to publish, so a worker
 //!   that is about to park always sees a concurrent offer or close. A worker
 //!   leaves `active` before it looks for its next task, so an offer that saw
-//!   it active (and woke nobody) is seen by it. The monitor sleeps only after
-//!   looking for work under the queue's and the seats' locks, with `asleep`
-//!   set first (see `monitor.rs`).
+//!   it active (and woke nobody) is seen by it. An offer that found a worker
+//!   on its way (woken, or spinning) wakes nobody either; if that worker
+//!   takes one task and leaves others queued, it nudges the monitor before
+//!   it runs its task (`Taken::watch`), since its task may block. The
+//!   monitor sleeps only after looking for work under the queue's and the
+//!   seats' locks, with `asleep` set first (see `monitor.rs`).
 //!
 //! # Model checking
 //!
@@ -159,9 +169,34 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// Whether no task is queued, read under the queue's lock.
     #[cfg_attr(brisk_loom, allow(dead_code))] // used by the monitor thread, not started under loom
     fn is_empty_locked(&self) -> bool;
-    fn poll(&self, timeout: Option<Duration>) -> Option<Task>;
+    fn poll(&self, timeout: Option<Duration>) -> Option<Taken>;
+    /// Waits for a task for up to `limit` awake, without parking: a worker
+    /// whose lone task just ended expects the next one within a round trip
+    /// (see [`IDLE_SPIN`]). `None` when none came (or the queue does not
+    /// spin: the blocking queue wakes a worker per offer anyway).
+    fn spin(&self, limit: Duration) -> Option<Taken> {
+        let _ = limit;
+        None
+    }
     fn len(&self) -> usize;
     fn close(&self);
+}
+
+/// A task taken from the queue by a worker.
+pub(crate) struct Taken {
+    pub(crate) task: Task,
+    /// Tasks are left queued behind this one with no worker on its way to
+    /// them: their offers woke nobody because this worker was on its way
+    /// (woken, or spinning), and it is about to go inside a task that may
+    /// block. The monitor must watch them, as after an `offer` that returned
+    /// `true`.
+    pub(crate) watch: bool,
+}
+
+impl From<Task> for Taken {
+    fn from(task: Task) -> Self {
+        Taken { task, watch: false }
+    }
 }
 
 /// What the queue reads of the pool's activity: the workers inside a task,
@@ -412,15 +447,21 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
 /// A worker's tasks until it retires (`true`, its slot already given up) or
 /// the pool has drained at shutdown (`false`).
 fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
+    // Tasks run since this worker last found the queue empty.
+    let mut run = 0usize;
+    // How long this worker last waited for the next task after a lone one:
+    // spinning pays only for a caller whose calls come closer than that.
+    let mut lone_gap = Duration::ZERO;
     if let Some(task) = first {
         shared.run(seat, task);
+        run = 1;
     }
     loop {
         if shared.shutdown.load(SeqCst) {
             // Draining: run whatever is queued, exit once no accepted task is
             // outside a worker (queued, or still inside `submit`).
-            if let Some(task) = shared.queue.poll(Some(Duration::ZERO)) {
-                shared.run(seat, task);
+            if let Some(taken) = shared.queue.poll(Some(Duration::ZERO)) {
+                shared.run(seat, taken.task);
                 continue;
             }
             #[cfg(not(brisk_loom))]
@@ -438,17 +479,38 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
         let timed = shared.pool_size.load(SeqCst) > shared.core;
         let timeout = timed.then_some(shared.keep_alive);
         // The next task without waiting; only when there is none do the
-        // wake-ups deferred by the tasks just run go out, before parking.
+        // wake-ups deferred by the tasks just run go out, before waiting.
         let next = match shared.queue.poll(Some(Duration::ZERO)) {
-            Some(task) => Some(task),
+            Some(taken) => Some(taken),
             None => {
                 #[cfg(not(brisk_loom))]
                 seat.flush();
-                shared.queue.poll(timeout)
+                // A lone caller's pattern: one task, and nothing else on the
+                // whole pool. Its next call comes a round trip from now.
+                let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
+                run = 0;
+                let waiting = lone.then(Instant::now);
+                // (Under loom always: a model must not depend on the clock.)
+                let spun = if lone && (cfg!(brisk_loom) || lone_gap < IDLE_SPIN) {
+                    shared.queue.spin(IDLE_SPIN)
+                } else {
+                    None
+                };
+                let next = spun.or_else(|| shared.queue.poll(timeout));
+                if let Some(since) = waiting {
+                    lone_gap = since.elapsed();
+                }
+                next
             }
         };
         match next {
-            Some(task) => shared.run(seat, task),
+            Some(taken) => {
+                if taken.watch {
+                    shared.monitor.nudge();
+                }
+                run += 1;
+                shared.run(seat, taken.task);
+            }
             None => {
                 if timed && shared.try_retire() {
                     return true;
@@ -457,6 +519,20 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
         }
     }
 }
+
+/// How long a worker whose one task was the pool's only work waits awake for
+/// the next before it parks. A lone caller (1:1) sends its next call about a
+/// round trip (~30 µs here) after its answer; a parked worker costs that call
+/// a futex wake-up and a context switch (~10 µs on this machine), a spinning
+/// one nothing. The spin is bounded, so an idle pool still parks at once
+/// after its last call's round trip, and only one worker spins at a time;
+/// with more than one call on the pool no worker spins (its tasks keep it
+/// awake anyway). The connection task spins on the other side of the same
+/// hand-off for its answer (`reply::pool_answers`). A worker spins only
+/// when its last such wait was shorter than this, so calls that come further
+/// apart (an idle server, a slow caller) find it parked without costing a
+/// spin each.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
 
 /// A bounded pool of OS threads with Tomcat's grow-before-queue policy.
 ///

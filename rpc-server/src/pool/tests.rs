@@ -739,3 +739,42 @@ fn a_deferred_wake_is_sent_even_when_the_next_task_blocks() {
     gate.open();
     assert!(pool.shutdown(WAIT));
 }
+
+/// Two tasks offered back to back while the worker that will take the
+/// first is on its way — woken for it, or spinning after a lone task — so
+/// neither offer wakes anybody, with the monitor asleep: when that worker
+/// blocks in the first task, the second must still run while it blocks.
+#[test]
+fn a_task_queued_behind_a_worker_on_its_way_that_blocks_is_not_stranded() {
+    let pool = WorkerPool::new(config(QueueKind::Transfer, 2, 2, 100)).unwrap();
+    for round in 0..40 {
+        if round % 2 == 0 {
+            // Let the monitor fall asleep (it sleeps after ten quiet ticks).
+            thread::sleep(Duration::from_millis(15));
+        }
+        // A lone task first: its worker then spins for the next one.
+        let (lone_tx, lone_rx) = mpsc::channel();
+        pool.submit(Box::new(move || {
+            lone_tx.send(()).ok();
+        }))
+        .unwrap();
+        lone_rx.recv_timeout(WAIT).unwrap();
+        let (ran_tx, ran_rx) = crossbeam_channel::bounded::<()>(1);
+        let (done_tx, done_rx) = mpsc::channel();
+        pool.submit(Box::new(move || {
+            // Blocks until the task behind it has run.
+            done_tx.send(ran_rx.recv_timeout(WAIT).is_ok()).ok();
+        }))
+        .unwrap();
+        pool.submit(Box::new(move || {
+            ran_tx.send(()).ok();
+        }))
+        .unwrap();
+        assert_eq!(
+            done_rx.recv_timeout(WAIT * 2),
+            Ok(true),
+            "round {round}: the second task waited behind the blocked first"
+        );
+    }
+    assert!(pool.shutdown(WAIT));
+}

@@ -15,7 +15,7 @@
 //!
 //! * **An offer wakes a worker only when none is awake**: no worker inside a
 //!   task (the pool's `active` count) and none woken and on its way
-//!   (`waking`). A worker that is running a task takes the next one itself
+//!   (`waking`) or spinning. A worker that is running a task takes the next one itself
 //!   when it is done, without a wake-up. The connection task offers a read
 //!   batch's calls *quietly* and wakes once at the end of the batch
 //!   ([`TaskQueue::wake_idle`]), so a batch costs one wake-up, not one per
@@ -30,6 +30,11 @@
 //!   handler therefore delays the calls queued behind it by one to two ticks
 //!   (1–2 ms) and stalls nothing beyond that; a run of blocking handlers wakes
 //!   one more worker per tick, up to every parked one.
+//! * **A lone task's worker spins for the next.** With one call at a time
+//!   there is no batch to share a wake-up, so the worker that ran the pool's
+//!   only task waits awake for up to `IDLE_SPIN` ([`TaskQueue::spin`]);
+//!   an offer meanwhile sees it on its way and wakes nobody. One worker
+//!   spins at a time.
 //! * **Most recently parked first (LIFO).** The worker woken is the one that
 //!   parked last, whose cache is warm; workers parked long stay parked and
 //!   retire after `keep_alive`.
@@ -56,7 +61,7 @@
 //! monitor's rescue and the timed waits of retiring workers.
 
 use super::sync::{Arc, AtomicUsize, Condvar, Mutex};
-use super::{Pulse, Task, TaskQueue};
+use super::{Pulse, Taken, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -79,6 +84,9 @@ struct State {
     parked: Vec<Arc<Condvar>>,
     /// Workers woken by an offer that have not taken the lock back yet.
     waking: usize,
+    /// A worker waits for the next task awake ([`TaskQueue::spin`]): it is
+    /// on its way like a woken one, and no second worker spins beside it.
+    spinning: bool,
     closed: bool,
 }
 
@@ -99,6 +107,7 @@ impl TransferQueue {
                 tasks: VecDeque::new(),
                 parked: Vec::new(),
                 waking: 0,
+                spinning: false,
                 closed: false,
             }),
             pulse,
@@ -111,13 +120,22 @@ impl TransferQueue {
     /// wait for a worker that is inside a task (which may block), with none
     /// on its way: the monitor must watch them.
     fn wake_if_idle(&self, st: &mut State) -> bool {
-        if st.tasks.is_empty() || st.waking > 0 {
+        if st.tasks.is_empty() || st.waking > 0 || st.spinning {
             return false;
         }
         if self.pulse.active.load(Ordering::SeqCst) == 0 {
             st.wake_one();
         }
         st.waking == 0
+    }
+
+    /// The oldest task, for a worker that is about to run it; see
+    /// [`Taken::watch`] for what the worker must do about the rest.
+    fn take(&self, st: &mut State) -> Option<Taken> {
+        let (task, _) = st.tasks.pop_front()?;
+        self.len.store(st.tasks.len(), Ordering::Relaxed);
+        let watch = !st.tasks.is_empty() && st.waking == 0 && !st.spinning;
+        Some(Taken { task, watch })
     }
 }
 
@@ -141,7 +159,7 @@ impl TaskQueue for TransferQueue {
             return false;
         };
         // Offered before the previous tick: it has waited a full tick.
-        if offered.saturating_add(2) <= now && st.waking == 0 {
+        if offered.saturating_add(2) <= now && st.waking == 0 && !st.spinning {
             st.wake_one();
         }
         true
@@ -151,15 +169,14 @@ impl TaskQueue for TransferQueue {
         self.state.lock().tasks.is_empty()
     }
 
-    fn poll(&self, timeout: Option<Duration>) -> Option<Task> {
+    fn poll(&self, timeout: Option<Duration>) -> Option<Taken> {
         // A timeout too large to express as an `Instant` means "no limit".
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut st = self.state.lock();
         let mut me: Option<Arc<Condvar>> = None;
         loop {
-            if let Some((task, _)) = st.tasks.pop_front() {
-                self.len.store(st.tasks.len(), Ordering::Relaxed);
-                return Some(task);
+            if let Some(taken) = self.take(&mut st) {
+                return Some(taken);
             }
             if st.closed || timeout.is_some_and(|t| t.is_zero()) {
                 return None;
@@ -186,6 +203,42 @@ impl TaskQueue for TransferQueue {
                 return None;
             }
         }
+    }
+
+    fn spin(&self, limit: Duration) -> Option<Taken> {
+        {
+            let mut st = self.state.lock();
+            if let Some(taken) = self.take(&mut st) {
+                return Some(taken);
+            }
+            if st.closed || st.spinning {
+                return None;
+            }
+            st.spinning = true;
+        }
+        // An offer made now sees `spinning` and wakes nobody: this worker
+        // takes its task after the loop, under the lock, whenever the loop
+        // ends. `len` is only a hint to end it early.
+        #[cfg(not(brisk_loom))]
+        {
+            let start = Instant::now();
+            let mut spins = 0u32;
+            while self.len.load(Ordering::Relaxed) == 0 {
+                std::hint::spin_loop();
+                spins = spins.wrapping_add(1);
+                if spins % 64 == 0 && start.elapsed() >= limit {
+                    break;
+                }
+            }
+        }
+        #[cfg(brisk_loom)]
+        {
+            let _ = limit;
+            super::sync::thread::yield_now();
+        }
+        let mut st = self.state.lock();
+        st.spinning = false;
+        self.take(&mut st)
     }
 
     fn len(&self) -> usize {
@@ -224,7 +277,7 @@ mod tests {
         }
         assert_eq!(q.len(), 3);
         while let Some(t) = q.poll(Some(Duration::ZERO)) {
-            t();
+            (t.task)();
         }
         assert_eq!(q.len(), 0);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
