@@ -65,7 +65,7 @@
 //! A lone caller (one call at a time, 1:1) gets no batch to share a wake-up
 //! with: each of its calls would find the worker parked. So a worker whose
 //! one task was the pool's only work waits for the next awake, for up to
-//! `IDLE_SPIN` (50 µs), before it parks (`TaskQueue::spin`); one worker at a
+//! `IDLE_SPIN` (100 µs), before it parks (`TaskQueue::spin`); one worker at a
 //! time, never while other calls keep the pool busy, and only while the
 //! caller's calls have been coming closer together than that.
 //!
@@ -449,9 +449,9 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
 fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
     // Tasks run since this worker last found the queue empty.
     let mut run = 0usize;
-    // How long this worker last waited for the next task after a lone one:
-    // spinning pays only for a caller whose calls come closer than that.
-    let mut lone_gap = Duration::ZERO;
+    // Lone tasks in a row, each followed by the next within `IDLE_SPIN`:
+    // the pattern of a lone caller, for whom spinning pays.
+    let mut streak = 0u32;
     if let Some(task) = first {
         shared.run(seat, task);
         run = 1;
@@ -489,16 +489,22 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
                 // whole pool. Its next call comes a round trip from now.
                 let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
                 run = 0;
+                if !lone {
+                    streak = 0;
+                }
                 let waiting = lone.then(Instant::now);
                 // (Under loom always: a model must not depend on the clock.)
-                let spun = if lone && (cfg!(brisk_loom) || lone_gap < IDLE_SPIN) {
+                let spun = if lone && (cfg!(brisk_loom) || streak >= LONE_STREAK) {
                     shared.queue.spin(IDLE_SPIN)
                 } else {
                     None
                 };
                 let next = spun.or_else(|| shared.queue.poll(timeout));
                 if let Some(since) = waiting {
-                    lone_gap = since.elapsed();
+                    streak = match since.elapsed() < IDLE_SPIN {
+                        true => streak.saturating_add(1),
+                        false => 0,
+                    };
                 }
                 next
             }
@@ -522,17 +528,24 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
 
 /// How long a worker whose one task was the pool's only work waits awake for
 /// the next before it parks. A lone caller (1:1) sends its next call about a
-/// round trip (~30 µs here) after its answer; a parked worker costs that call
-/// a futex wake-up and a context switch (~10 µs on this machine), a spinning
-/// one nothing. The spin is bounded, so an idle pool still parks at once
-/// after its last call's round trip, and only one worker spins at a time;
-/// with more than one call on the pool no worker spins (its tasks keep it
-/// awake anyway). The connection task spins on the other side of the same
-/// hand-off for its answer (`reply::pool_answers`). A worker spins only
-/// when its last such wait was shorter than this, so calls that come further
-/// apart (an idle server, a slow caller) find it parked without costing a
-/// spin each.
-const IDLE_SPIN: Duration = Duration::from_micros(50);
+/// round trip (30–60 µs on this machine) after its answer; a parked worker
+/// costs that call a futex wake-up and a context switch (~10 µs), a spinning
+/// one nothing. The spin is bounded, so an idle pool still parks soon after
+/// its last call, and only one worker spins at a time; with more than one
+/// call on the pool no worker spins (its tasks keep it awake anyway). The
+/// connection task spins on the other side of the same hand-off for its
+/// answer (`reply::pool_answers`).
+///
+/// A worker spins only after [`LONE_STREAK`] lone tasks in a row, each
+/// followed by the next within this time: calls that come further apart (an
+/// idle server, a slow caller) find it parked without costing a spin each,
+/// and so does the odd moment a busy pool runs dry (at 10:100, spinning
+/// then took ~3 % of the server's CPU).
+const IDLE_SPIN: Duration = Duration::from_micros(100);
+
+/// Lone tasks in a row, each followed by the next within [`IDLE_SPIN`],
+/// before a worker spins for the next (see there).
+const LONE_STREAK: u32 = 4;
 
 /// A bounded pool of OS threads with Tomcat's grow-before-queue policy.
 ///

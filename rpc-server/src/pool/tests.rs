@@ -686,10 +686,10 @@ fn a_task_behind_a_blocked_worker_is_rescued_by_the_monitor() {
 }
 
 /// Tasks submitted quietly run once `wake_idle` is called, by one worker:
-/// the others stay parked.
+/// the others stay parked (a wake-up per task would put all eight to work).
 #[test]
 fn a_quiet_batch_is_run_after_one_wake() {
-    let pool = WorkerPool::new(config(QueueKind::Transfer, 4, 4, 100)).unwrap();
+    let pool = WorkerPool::new(config(QueueKind::Transfer, 8, 8, 100)).unwrap();
     let threads = Arc::new(parking_lot::Mutex::new(std::collections::HashSet::new()));
     let (tx, rx) = mpsc::channel();
     for _ in 0..20 {
@@ -705,9 +705,11 @@ fn a_quiet_batch_is_run_after_one_wake() {
     for _ in 0..20 {
         rx.recv_timeout(WAIT).unwrap();
     }
-    // One worker normally takes the whole batch; the monitor may add one if
-    // the machine was slow enough for a task to wait a full tick.
-    assert!(threads.lock().len() <= 2, "{:?}", threads.lock().len());
+    // One worker normally takes the whole batch. The monitor watches what it
+    // left queued and adds one worker per tick in which a task waited a
+    // full tick: on a loaded machine (tests run in parallel) that may be
+    // one or two.
+    assert!(threads.lock().len() <= 4, "{:?}", threads.lock().len());
     assert!(pool.shutdown(WAIT));
 }
 
@@ -744,6 +746,8 @@ fn a_deferred_wake_is_sent_even_when_the_next_task_blocks() {
 /// first is on its way — woken for it, or spinning after a lone task — so
 /// neither offer wakes anybody, with the monitor asleep: when that worker
 /// blocks in the first task, the second must still run while it blocks.
+/// (Whether the offers find the worker on its way depends on timing here;
+/// `transfer.rs` checks the spinning worker's hand-off deterministically.)
 #[test]
 fn a_task_queued_behind_a_worker_on_its_way_that_blocks_is_not_stranded() {
     let pool = WorkerPool::new(config(QueueKind::Transfer, 2, 2, 100)).unwrap();
@@ -752,13 +756,16 @@ fn a_task_queued_behind_a_worker_on_its_way_that_blocks_is_not_stranded() {
             // Let the monitor fall asleep (it sleeps after ten quiet ticks).
             thread::sleep(Duration::from_millis(15));
         }
-        // A lone task first: its worker then spins for the next one.
-        let (lone_tx, lone_rx) = mpsc::channel();
-        pool.submit(Box::new(move || {
-            lone_tx.send(()).ok();
-        }))
-        .unwrap();
-        lone_rx.recv_timeout(WAIT).unwrap();
+        // Lone tasks in a row first, as a lone caller's: their worker then
+        // spins for the next one.
+        for _ in 0..LONE_STREAK + 2 {
+            let (lone_tx, lone_rx) = mpsc::channel();
+            pool.submit(Box::new(move || {
+                lone_tx.send(()).ok();
+            }))
+            .unwrap();
+            lone_rx.recv_timeout(WAIT).unwrap();
+        }
         let (ran_tx, ran_rx) = crossbeam_channel::bounded::<()>(1);
         let (done_tx, done_rx) = mpsc::channel();
         pool.submit(Box::new(move || {

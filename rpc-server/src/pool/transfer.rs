@@ -283,6 +283,69 @@ mod tests {
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
     }
 
+    /// Waits until a worker spins in `q`.
+    fn until_spinning(q: &TransferQueue) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !q.state.lock().spinning {
+            assert!(Instant::now() < deadline, "the worker never spun");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn an_offer_to_a_spinning_worker_wakes_nobody_and_it_takes_the_task() {
+        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
+        let q2 = Arc::clone(&q);
+        let spinner = std::thread::spawn(move || q2.spin(Duration::from_secs(10)));
+        until_spinning(&q);
+        // On its way: no wake-up, and no call for the monitor either.
+        assert!(matches!(q.offer(Box::new(|| {}), true), Ok(false)));
+        let taken = spinner.join().unwrap().expect("the spinner takes the task");
+        assert!(!taken.watch, "nothing is left behind it");
+        assert!(!q.state.lock().spinning);
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn a_spinning_worker_that_leaves_tasks_behind_says_so() {
+        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
+        let q2 = Arc::clone(&q);
+        let spinner = std::thread::spawn(move || q2.spin(Duration::from_secs(10)));
+        until_spinning(&q);
+        let (tx, rx) = mpsc::channel();
+        {
+            // Two offers before the spinner looks: both woke nobody.
+            let mut st = q.state.lock();
+            for i in 0..2 {
+                let tx = tx.clone();
+                st.tasks
+                    .push_back((Box::new(move || tx.send(i).unwrap()), 0));
+            }
+            q.len.store(2, Ordering::Relaxed);
+        }
+        let first = spinner.join().unwrap().expect("the spinner takes a task");
+        assert!(first.watch, "a task is left with nobody on its way to it");
+        (first.task)();
+        let second = q.poll(Some(Duration::ZERO)).expect("the second task");
+        assert!(!second.watch);
+        (second.task)();
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn one_worker_spins_at_a_time_and_a_spin_ends_empty_handed() {
+        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
+        let q2 = Arc::clone(&q);
+        let spinner = std::thread::spawn(move || q2.spin(Duration::from_millis(200)));
+        until_spinning(&q);
+        assert!(
+            q.spin(Duration::from_secs(10)).is_none(),
+            "a second spinner"
+        );
+        assert!(spinner.join().unwrap().is_none());
+        assert!(!q.state.lock().spinning);
+    }
+
     #[test]
     fn poll_times_out_when_empty() {
         let q = TransferQueue::new(Arc::new(Pulse::default()));
