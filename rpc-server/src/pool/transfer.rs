@@ -170,15 +170,23 @@ impl TaskQueue for TransferQueue {
     }
 
     fn poll(&self, timeout: Option<Duration>) -> Option<Taken> {
-        // A timeout too large to express as an `Instant` means "no limit".
-        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut st = self.state.lock();
+        if let Some(taken) = self.take(&mut st) {
+            return Some(taken);
+        }
+        if st.closed || timeout.is_some_and(|t| t.is_zero()) {
+            return None;
+        }
+        // Read the clock only to wait: most polls find a task, or must not
+        // wait. A timeout too large to express as an `Instant` means "no
+        // limit".
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut me: Option<Arc<Condvar>> = None;
         loop {
             if let Some(taken) = self.take(&mut st) {
                 return Some(taken);
             }
-            if st.closed || timeout.is_some_and(|t| t.is_zero()) {
+            if st.closed {
                 return None;
             }
             let cv = me.get_or_insert_with(|| Arc::new(Condvar::new())).clone();
