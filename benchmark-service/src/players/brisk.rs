@@ -90,6 +90,8 @@ pub struct BriskOptions {
     pub serializer: SerializerKind,
     /// Body compression of the requests, and of the answers the client asks for.
     pub compression: Compression,
+    /// `coalesce_calls` of `fixed` connections (`None`: the client's default).
+    pub coalesce_calls: Option<usize>,
 }
 
 impl Default for BriskOptions {
@@ -99,6 +101,7 @@ impl Default for BriskOptions {
             write_mode: WriteMode::Async,
             serializer: SerializerKind::MsgPack,
             compression: Compression::None,
+            coalesce_calls: None,
         }
     }
 }
@@ -304,7 +307,13 @@ pub fn client_config(
     c.connect = match options.connect {
         ConnectKind::Reused => Connect::Reused,
         ConnectKind::Pooled => Connect::sized(ConnectType::Pooled, n),
-        ConnectKind::Fixed => Connect::fixed(n),
+        ConnectKind::Fixed => match options.coalesce_calls {
+            Some(coalesce_calls) => Connect::Fixed {
+                connections: n,
+                coalesce_calls,
+            },
+            None => Connect::fixed(n),
+        },
         ConnectKind::PerCall => Connect::fixed(1),
     };
     c

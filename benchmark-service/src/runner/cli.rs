@@ -241,6 +241,12 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<usize>,
 
+    /// brisk's fixed connections: most calls one connection's next write gathers before calls
+    /// move on round-robin; 1 spreads every call over the connections in turn, so that C:N with
+    /// N = C puts one call on each connection [default: the client's, 16]
+    #[arg(long, value_name = "N")]
+    pub coalesce_calls: Option<usize>,
+
     /// Per-request timeout in ms [default: 5000]
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
@@ -340,6 +346,7 @@ impl ClientArgs {
             rounds: self.rounds,
             pause: self.pause_ms.map(Duration::from_millis),
             max_in_flight: self.max_in_flight,
+            coalesce_calls: self.coalesce_calls,
             timeout: self.timeout_ms.map(Duration::from_millis),
             dubbo_report: self.report.map(|r| r == ReportKind::Dubbo),
             compare_by: self.compare_by.clone(),

@@ -181,6 +181,7 @@ impl Variant {
             write_mode: scene.write_mode,
             serializer: scene.serializer,
             compression: scene.compression,
+            coalesce_calls: plan.coalesce_calls,
         };
         let volo_transport = scene.volo_transport.unwrap_or_default();
         let client = PlayerClient::connect(scene.player, &setup, &options, volo_transport)

@@ -62,6 +62,8 @@ pub struct Plan {
     pub pause: Duration,
     /// In-flight bound for async calls (`None` = unbounded, as in jkbenchmark).
     pub max_in_flight: Option<usize>,
+    /// brisk's `coalesce_calls` for `fixed` connections (`None`: the client's default).
+    pub coalesce_calls: Option<usize>,
     /// Per-request timeout.
     pub timeout: Duration,
     /// Print the Dubbo report per scene.

@@ -95,6 +95,9 @@ pub struct Settings {
     pub pause: Option<Duration>,
     /// Bound on in-flight calls in async call mode (None in the resolved plan = unbounded).
     pub max_in_flight: Option<usize>,
+    /// brisk's `fixed` connections: most calls a connection's next write gathers before calls
+    /// move on to the next connection (`coalesce_calls`; 1 = strict round-robin per call).
+    pub coalesce_calls: Option<usize>,
     /// Per-request timeout.
     #[serde(rename = "timeout_ms", deserialize_with = "file::millis")]
     pub timeout: Option<Duration>,
@@ -128,7 +131,7 @@ impl Settings {
         or_fields!(hi, lo; players, scene_secs, warmup_time, async_depth, configs, scenarios, concurrency, requests, requests_by_scenario, call_modes,
             connect_types, connections, write_modes, serializers, compressions, payloads,
             payload_kinds, dispatches, queues, volo_transports,
-            warmup, rounds, pause, max_in_flight, timeout, dubbo_report, compare_by, x_by,
+            warmup, rounds, pause, max_in_flight, coalesce_calls, timeout, dubbo_report, compare_by, x_by,
             http_load)
     }
 
@@ -190,6 +193,7 @@ impl Settings {
             rounds: self.rounds.unwrap_or(3),
             pause: self.pause.unwrap_or(Duration::ZERO),
             max_in_flight: self.max_in_flight,
+            coalesce_calls: self.coalesce_calls,
             timeout: self.timeout.unwrap_or(Duration::from_millis(5000)),
             dubbo_report: self.dubbo_report.unwrap_or(false),
             compare_by: self.compare_by,
@@ -233,6 +237,11 @@ fn check(plan: &Plan) -> Result<(), String> {
     }
     if plan.max_in_flight == Some(0) {
         return Err("--max-in-flight must be at least 1".into());
+    }
+    if plan.coalesce_calls == Some(0) {
+        return Err(
+            "--coalesce-calls must be at least 1 (1: every call to the next connection)".into(),
+        );
     }
     if plan.async_depth == 0 {
         return Err("--async-depth must be at least 1".into());

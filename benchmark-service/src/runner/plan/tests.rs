@@ -306,6 +306,17 @@ fn bad_values_are_errors_not_panics() {
         ..Settings::default()
     };
     assert!(empty.resolve().is_err());
+    let no_batch = Settings {
+        coalesce_calls: Some(0),
+        ..Settings::default()
+    };
+    let err = no_batch.resolve().unwrap_err();
+    assert!(err.contains("--coalesce-calls"), "{err}");
+    let strict = Settings {
+        coalesce_calls: Some(1),
+        ..Settings::default()
+    };
+    assert_eq!(strict.resolve().unwrap().coalesce_calls, Some(1));
 }
 
 #[test]
