@@ -334,6 +334,44 @@ fn a_blocked_worker_does_not_strand_a_queued_task() {
     });
 }
 
+/// A lone task, so that its worker then waits for the next one awake (under
+/// loom a lone task's worker always spins); then task a, which blocks until
+/// b has run, and b. Offers that find a worker spinning (or woken) wake
+/// nobody, so when that worker takes a and leaves b queued it must nudge the
+/// monitor. The model plays a monitor that sleeps until it is nudged, as the
+/// real one does with nothing to watch: it ticks only after a nudge. Without
+/// the nudge b waits behind a forever — the model's loop never ends.
+#[test]
+fn a_task_left_behind_a_worker_on_its_way_wakes_a_sleeping_monitor() {
+    check(2, &[TimedWaits::Never], |kind| {
+        let pool = WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config");
+        let lone_done = Latch::new();
+        let b_done = Latch::new();
+        let done = Latch::new();
+        let (lone, a, b) = (Probe::new(), Probe::new(), Probe::new());
+
+        assert!(
+            submit(&pool, lone.task(&lone_done)),
+            "the lone task rejected"
+        );
+        lone_done.wait_for(1);
+        assert!(
+            submit(&pool, a.task_behind(&done, Some(&b_done))),
+            "task a rejected"
+        );
+        assert!(submit(&pool, b.task(&b_done)), "task b rejected");
+        while !b_done.reached(1) {
+            if pool.shared.monitor.was_nudged() {
+                pool.shared.watch();
+            }
+            loom::thread::yield_now();
+        }
+        done.wait_for(1);
+        shutdown_and_check(&pool, 3, 0);
+        assert_eq!((lone.runs(), a.runs(), b.runs()), (1, 1, 1));
+    });
+}
+
 /// Two tasks offered quietly (a connection's read batch), then one
 /// `wake_idle`, while the two core threads start and park: both tasks must
 /// run without any further wake-up — the one wake reaches a parked worker,

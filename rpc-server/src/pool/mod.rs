@@ -449,9 +449,7 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
 fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
     // Tasks run since this worker last found the queue empty.
     let mut run = 0usize;
-    // Lone tasks in a row, each followed by the next within `IDLE_SPIN`:
-    // the pattern of a lone caller, for whom spinning pays.
-    let mut streak = 0u32;
+    let mut rhythm = Rhythm::default();
     if let Some(task) = first {
         shared.run(seat, task);
         run = 1;
@@ -485,28 +483,7 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
             None => {
                 #[cfg(not(brisk_loom))]
                 seat.flush();
-                // A lone caller's pattern: one task, and nothing else on the
-                // whole pool. Its next call comes a round trip from now.
-                let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
-                run = 0;
-                if !lone {
-                    streak = 0;
-                }
-                let waiting = lone.then(Instant::now);
-                // (Under loom always: a model must not depend on the clock.)
-                let spun = if lone && (cfg!(brisk_loom) || streak >= LONE_STREAK) {
-                    shared.queue.spin(IDLE_SPIN)
-                } else {
-                    None
-                };
-                let next = spun.or_else(|| shared.queue.poll(timeout));
-                if let Some(since) = waiting {
-                    streak = match since.elapsed() < IDLE_SPIN {
-                        true => streak.saturating_add(1),
-                        false => 0,
-                    };
-                }
-                next
+                rhythm.wait(shared, std::mem::take(&mut run), timeout)
             }
         };
         match next {
@@ -523,6 +500,42 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
                 }
             }
         }
+    }
+}
+
+/// What a worker knows of a lone caller's rhythm: lone tasks in a row, each
+/// followed by the next within [`IDLE_SPIN`] — the pattern for which waiting
+/// awake pays.
+#[derive(Default)]
+struct Rhythm {
+    streak: u32,
+}
+
+impl Rhythm {
+    /// The next task, once the queue is empty after `run` tasks: waited for
+    /// awake when the pattern is a lone caller's, parked (up to `timeout`)
+    /// otherwise.
+    fn wait(&mut self, shared: &Shared, run: usize, timeout: Option<Duration>) -> Option<Taken> {
+        // A lone caller's pattern: one task, and nothing else on the whole
+        // pool. Its next call comes a round trip from now.
+        let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
+        if !lone {
+            self.streak = 0;
+            return shared.queue.poll(timeout);
+        }
+        let since = Instant::now();
+        // (Under loom always: a model must not depend on the clock.)
+        let spun = if cfg!(brisk_loom) || self.streak >= LONE_STREAK {
+            shared.queue.spin(IDLE_SPIN)
+        } else {
+            None
+        };
+        let next = spun.or_else(|| shared.queue.poll(timeout));
+        self.streak = match since.elapsed() < IDLE_SPIN {
+            true => self.streak.saturating_add(1),
+            false => 0,
+        };
+        next
     }
 }
 

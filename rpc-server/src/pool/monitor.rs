@@ -62,6 +62,10 @@ pub(crate) struct Monitor {
     asleep: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
+    /// Under loom (no monitor thread): whether anything nudged, so a model
+    /// can play a monitor that sleeps until it is nudged.
+    #[cfg(brisk_loom)]
+    nudged: AtomicBool,
 }
 
 impl Monitor {
@@ -70,15 +74,25 @@ impl Monitor {
             asleep: AtomicBool::new(false),
             lock: Mutex::new(()),
             wake: Condvar::new(),
+            #[cfg(brisk_loom)]
+            nudged: AtomicBool::new(false),
         }
     }
 
     /// Wakes the monitor if it sleeps: the pool has work to watch again.
     pub(crate) fn nudge(&self) {
+        #[cfg(brisk_loom)]
+        self.nudged.swap(true, SeqCst);
         if self.asleep.load(SeqCst) {
             let _guard = self.lock.lock();
             self.wake.notify_one();
         }
+    }
+
+    /// Whether anything nudged the monitor yet (loom models only).
+    #[cfg(all(brisk_loom, test))]
+    pub(crate) fn was_nudged(&self) -> bool {
+        self.nudged.load(SeqCst)
     }
 
     /// Wakes the monitor to see the shutdown flag (set before this call).
