@@ -110,6 +110,43 @@ impl Accepted {
     }
 }
 
+/// Connections the kernel completes and queues for the accept loop before it
+/// drops new ones. `TcpListener::bind` asks for 128 (std's value); a burst of
+/// connects larger than that — a client opening its 1000 connections while
+/// the runtime's threads are busy — then loses SYNs, and each lost one waits
+/// for the client's retransmission, a second later, past a 500 ms connect
+/// timeout. Linux caps the value at `net.core.somaxconn` (4096 by default).
+const ACCEPT_BACKLOG: u32 = 1024;
+
+/// Binds a TCP listener to `host_port` (each address it resolves to in turn,
+/// as `TcpListener::bind` does) with [`ACCEPT_BACKLOG`].
+pub(crate) async fn bind_tcp(host_port: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(host_port).await? {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        // As `TcpListener::bind` does on Unix: a restarted server may bind
+        // while its old connections linger in TIME_WAIT.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket
+            .bind(addr)
+            .and_then(|()| socket.listen(ACCEPT_BACKLOG))
+        {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{host_port} resolves to no address"),
+        )
+    }))
+}
+
 impl Listener {
     /// Binds `addr`: a Unix socket for `unix:/path`, TCP otherwise.
     pub async fn bind(addr: &str) -> Result<Listener, RpcError> {
@@ -119,14 +156,16 @@ impl Listener {
                 path,
                 addr,
             ))),
-            Address::Tcp(host_port) => TcpListener::bind(host_port)
-                .await
-                .map(Listener::Tcp)
-                .map_err(|e| RpcError::Io {
-                    context: format!("binding the server to {addr}"),
-                    reason: format!("{e} (is another process using the port?)"),
-                    source: Some(rpc_core::Cause::new(e)),
-                }),
+            Address::Tcp(host_port) => {
+                bind_tcp(host_port)
+                    .await
+                    .map(Listener::Tcp)
+                    .map_err(|e| RpcError::Io {
+                        context: format!("binding the server to {addr}"),
+                        reason: format!("{e} (is another process using the port?)"),
+                        source: Some(rpc_core::Cause::new(e)),
+                    })
+            }
         }
     }
 
@@ -151,5 +190,36 @@ impl Listener {
                 .await
                 .map(|(s, _)| Accepted::Unix(s, u.label.clone())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A burst of connects beyond std's backlog of 128, with nobody
+    /// accepting yet, completes at once: none waits for a SYN retransmission.
+    #[tokio::test]
+    async fn a_burst_of_connects_fits_in_the_accept_queue() {
+        let listener = bind_tcp("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connects = (0..300)
+            .map(|_| tokio::time::timeout(Duration::from_millis(700), TcpStream::connect(addr)));
+        let streams = futures::future::join_all(connects).await;
+        let connected = streams.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+        assert_eq!(connected, 300, "connects that waited past 700 ms or failed");
+        drop(listener);
+    }
+
+    #[tokio::test]
+    async fn an_address_that_resolves_to_nothing_or_is_taken_is_an_error() {
+        let taken = bind_tcp("127.0.0.1:0").await.unwrap();
+        let addr = taken.local_addr().unwrap().to_string();
+        let err = match Listener::bind(&addr).await {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("bound a port in use"),
+        };
+        assert!(err.contains("another process"), "{err}");
     }
 }

@@ -433,11 +433,17 @@ impl ServerBuilder {
         }
         #[cfg(feature = "http")]
         let http_listener = match &config.http_addr {
-            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| RpcError::Io {
-                context: format!("binding the HTTP listener to {addr}"),
-                reason: format!("{e} (is another process using the port?)"),
-                source: Some(rpc_core::Cause::new(e)),
-            })?),
+            Some(addr) => {
+                Some(
+                    crate::listener::bind_tcp(addr)
+                        .await
+                        .map_err(|e| RpcError::Io {
+                            context: format!("binding the HTTP listener to {addr}"),
+                            reason: format!("{e} (is another process using the port?)"),
+                            source: Some(rpc_core::Cause::new(e)),
+                        })?,
+                )
+            }
             None => None,
         };
         let listen_addr = listener.local_addr()?;
