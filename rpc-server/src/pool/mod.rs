@@ -65,7 +65,7 @@
 //! A lone caller (one call at a time, 1:1) gets no batch to share a wake-up
 //! with: each of its calls would find the worker parked. So a worker whose
 //! one task was the pool's only work waits for the next awake, for up to
-//! `IDLE_SPIN` (100 µs), before it parks (`TaskQueue::spin`); one worker at a
+//! 100 µs, before it parks (`rhythm.rs`, `TaskQueue::spin`); one worker at a
 //! time, never while other calls keep the pool busy, and only while the
 //! caller's calls have been coming closer together than that.
 //!
@@ -119,6 +119,7 @@
 mod blocking;
 mod config;
 mod monitor;
+mod rhythm;
 mod seat;
 mod stats;
 mod sync;
@@ -131,6 +132,7 @@ pub use stats::PoolStats;
 use crate::panic::panic_message;
 use blocking::BlockingQueue;
 use monitor::Monitor;
+use rhythm::Rhythm;
 use seat::Seat;
 use std::fmt;
 use std::io;
@@ -502,63 +504,6 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
         }
     }
 }
-
-/// What a worker knows of a lone caller's rhythm: lone tasks in a row, each
-/// followed by the next within [`IDLE_SPIN`] — the pattern for which waiting
-/// awake pays.
-#[derive(Default)]
-struct Rhythm {
-    streak: u32,
-}
-
-impl Rhythm {
-    /// The next task, once the queue is empty after `run` tasks: waited for
-    /// awake when the pattern is a lone caller's, parked (up to `timeout`)
-    /// otherwise.
-    fn wait(&mut self, shared: &Shared, run: usize, timeout: Option<Duration>) -> Option<Taken> {
-        // A lone caller's pattern: one task, and nothing else on the whole
-        // pool. Its next call comes a round trip from now.
-        let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
-        if !lone {
-            self.streak = 0;
-            return shared.queue.poll(timeout);
-        }
-        let since = Instant::now();
-        // (Under loom always: a model must not depend on the clock.)
-        let spun = if cfg!(brisk_loom) || self.streak >= LONE_STREAK {
-            shared.queue.spin(IDLE_SPIN)
-        } else {
-            None
-        };
-        let next = spun.or_else(|| shared.queue.poll(timeout));
-        self.streak = match since.elapsed() < IDLE_SPIN {
-            true => self.streak.saturating_add(1),
-            false => 0,
-        };
-        next
-    }
-}
-
-/// How long a worker whose one task was the pool's only work waits awake for
-/// the next before it parks. A lone caller (1:1) sends its next call about a
-/// round trip (30–60 µs on this machine) after its answer; a parked worker
-/// costs that call a futex wake-up and a context switch (~10 µs), a spinning
-/// one nothing. The spin is bounded, so an idle pool still parks soon after
-/// its last call, and only one worker spins at a time; with more than one
-/// call on the pool no worker spins (its tasks keep it awake anyway). The
-/// connection task spins on the other side of the same hand-off for its
-/// answer (`reply::pool_answers`).
-///
-/// A worker spins only after [`LONE_STREAK`] lone tasks in a row, each
-/// followed by the next within this time: calls that come further apart (an
-/// idle server, a slow caller) find it parked without costing a spin each,
-/// and so does the odd moment a busy pool runs dry (at 10:100, spinning
-/// then took ~3 % of the server's CPU).
-const IDLE_SPIN: Duration = Duration::from_micros(100);
-
-/// Lone tasks in a row, each followed by the next within [`IDLE_SPIN`],
-/// before a worker spins for the next (see there).
-const LONE_STREAK: u32 = 4;
 
 /// A bounded pool of OS threads with Tomcat's grow-before-queue policy.
 ///

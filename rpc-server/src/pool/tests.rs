@@ -758,7 +758,7 @@ fn a_task_queued_behind_a_worker_on_its_way_that_blocks_is_not_stranded() {
         }
         // Lone tasks in a row first, as a lone caller's: their worker then
         // spins for the next one.
-        for _ in 0..LONE_STREAK + 2 {
+        for _ in 0..rhythm::LONE_STREAK + 2 {
             let (lone_tx, lone_rx) = mpsc::channel();
             pool.submit(Box::new(move || {
                 lone_tx.send(()).ok();
