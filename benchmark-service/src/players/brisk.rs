@@ -307,12 +307,11 @@ pub fn client_config(
     c.connect = match options.connect {
         ConnectKind::Reused => Connect::Reused,
         ConnectKind::Pooled => Connect::sized(ConnectType::Pooled, n),
-        ConnectKind::Fixed => match options.coalesce_calls {
-            Some(coalesce_calls) => Connect::Fixed {
-                connections: n,
-                coalesce_calls,
-            },
-            None => Connect::fixed(n),
+        ConnectKind::Fixed => Connect::Fixed {
+            connections: n,
+            coalesce_calls: options
+                .coalesce_calls
+                .unwrap_or(Connect::DEFAULT_COALESCE_CALLS),
         },
         ConnectKind::PerCall => Connect::fixed(1),
     };

@@ -75,3 +75,20 @@ const IDLE_SPIN: Duration = Duration::from_micros(100);
 /// Lone tasks in a row, each followed by the next within [`IDLE_SPIN`],
 /// before a worker spins for the next (see there).
 pub(super) const LONE_STREAK: u32 = 4;
+
+/// Spins on this thread while `busy` holds, for at most `limit`: the wait of
+/// a side that expects its partner within microseconds, where parking would
+/// cost a futex wake-up and a context switch. The clock is read once per 64
+/// turns, not per turn.
+#[cfg_attr(brisk_loom, allow(dead_code))] // under loom, spinners yield instead
+pub(crate) fn spin_while(limit: Duration, mut busy: impl FnMut() -> bool) {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    while busy() {
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if spins % 64 == 0 && start.elapsed() >= limit {
+            break;
+        }
+    }
+}

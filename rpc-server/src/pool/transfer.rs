@@ -91,6 +91,12 @@ struct State {
 }
 
 impl State {
+    /// Whether a worker is on its way to the queue without a task — woken
+    /// by an offer, or spinning — and will take the oldest one.
+    fn on_its_way(&self) -> bool {
+        self.waking > 0 || self.spinning
+    }
+
     /// Wakes the most recently parked worker, if any.
     fn wake_one(&mut self) {
         if let Some(worker) = self.parked.pop() {
@@ -120,7 +126,7 @@ impl TransferQueue {
     /// wait for a worker that is inside a task (which may block), with none
     /// on its way: the monitor must watch them.
     fn wake_if_idle(&self, st: &mut State) -> bool {
-        if st.tasks.is_empty() || st.waking > 0 || st.spinning {
+        if st.tasks.is_empty() || st.on_its_way() {
             return false;
         }
         if self.pulse.active.load(Ordering::SeqCst) == 0 {
@@ -129,12 +135,16 @@ impl TransferQueue {
         st.waking == 0
     }
 
-    /// The oldest task, for a worker that is about to run it; see
-    /// [`Taken::watch`] for what the worker must do about the rest.
-    fn take(&self, st: &mut State) -> Option<Taken> {
+    /// The oldest task, for a worker that is about to run it. `waited`: the
+    /// worker parked or spun for it, so offers meanwhile may have counted on
+    /// it and woken nobody; then [`Taken::watch`] says whether what it
+    /// leaves queued needs the monitor. A worker that finds a task without
+    /// waiting was counted by nobody: an offer that found it inside a task
+    /// asked for the monitor itself.
+    fn take(&self, st: &mut State, waited: bool) -> Option<Taken> {
         let (task, _) = st.tasks.pop_front()?;
         self.len.store(st.tasks.len(), Ordering::Relaxed);
-        let watch = !st.tasks.is_empty() && st.waking == 0 && !st.spinning;
+        let watch = waited && !st.tasks.is_empty() && !st.on_its_way();
         Some(Taken { task, watch })
     }
 }
@@ -159,7 +169,7 @@ impl TaskQueue for TransferQueue {
             return false;
         };
         // Offered before the previous tick: it has waited a full tick.
-        if offered.saturating_add(2) <= now && st.waking == 0 && !st.spinning {
+        if offered.saturating_add(2) <= now && !st.on_its_way() {
             st.wake_one();
         }
         true
@@ -171,7 +181,7 @@ impl TaskQueue for TransferQueue {
 
     fn poll(&self, timeout: Option<Duration>) -> Option<Taken> {
         let mut st = self.state.lock();
-        if let Some(taken) = self.take(&mut st) {
+        if let Some(taken) = self.take(&mut st, false) {
             return Some(taken);
         }
         if st.closed || timeout.is_some_and(|t| t.is_zero()) {
@@ -183,12 +193,6 @@ impl TaskQueue for TransferQueue {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         let mut me: Option<Arc<Condvar>> = None;
         loop {
-            if let Some(taken) = self.take(&mut st) {
-                return Some(taken);
-            }
-            if st.closed {
-                return None;
-            }
             let cv = me.get_or_insert_with(|| Arc::new(Condvar::new())).clone();
             st.parked.push(cv.clone());
             let timed_out = match deadline {
@@ -207,7 +211,10 @@ impl TaskQueue for TransferQueue {
                 }
                 None => st.waking -= 1,
             }
-            if timed_out && st.tasks.is_empty() {
+            if let Some(taken) = self.take(&mut st, true) {
+                return Some(taken);
+            }
+            if timed_out || st.closed {
                 return None;
             }
         }
@@ -216,7 +223,7 @@ impl TaskQueue for TransferQueue {
     fn spin(&self, limit: Duration) -> Option<Taken> {
         {
             let mut st = self.state.lock();
-            if let Some(taken) = self.take(&mut st) {
+            if let Some(taken) = self.take(&mut st, false) {
                 return Some(taken);
             }
             if st.closed || st.spinning {
@@ -228,17 +235,7 @@ impl TaskQueue for TransferQueue {
         // takes its task after the loop, under the lock, whenever the loop
         // ends. `len` is only a hint to end it early.
         #[cfg(not(brisk_loom))]
-        {
-            let start = Instant::now();
-            let mut spins = 0u32;
-            while self.len.load(Ordering::Relaxed) == 0 {
-                std::hint::spin_loop();
-                spins = spins.wrapping_add(1);
-                if spins % 64 == 0 && start.elapsed() >= limit {
-                    break;
-                }
-            }
-        }
+        super::spin_while(limit, || self.len.load(Ordering::Relaxed) == 0);
         #[cfg(brisk_loom)]
         {
             let _ = limit;
@@ -246,7 +243,7 @@ impl TaskQueue for TransferQueue {
         }
         let mut st = self.state.lock();
         st.spinning = false;
-        self.take(&mut st)
+        self.take(&mut st, true)
     }
 
     fn len(&self) -> usize {
@@ -291,21 +288,23 @@ mod tests {
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
     }
 
-    /// Waits until a worker spins in `q`.
-    fn until_spinning(q: &TransferQueue) {
+    /// A fresh queue and a thread spinning on it for up to `limit`, once it
+    /// spins.
+    fn spinning(limit: Duration) -> (Arc<TransferQueue>, std::thread::JoinHandle<Option<Taken>>) {
+        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
+        let q2 = Arc::clone(&q);
+        let spinner = std::thread::spawn(move || q2.spin(limit));
         let deadline = Instant::now() + Duration::from_secs(10);
         while !q.state.lock().spinning {
             assert!(Instant::now() < deadline, "the worker never spun");
             std::thread::yield_now();
         }
+        (q, spinner)
     }
 
     #[test]
     fn an_offer_to_a_spinning_worker_wakes_nobody_and_it_takes_the_task() {
-        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
-        let q2 = Arc::clone(&q);
-        let spinner = std::thread::spawn(move || q2.spin(Duration::from_secs(10)));
-        until_spinning(&q);
+        let (q, spinner) = spinning(Duration::from_secs(10));
         // On its way: no wake-up, and no call for the monitor either.
         assert!(matches!(q.offer(Box::new(|| {}), true), Ok(false)));
         let taken = spinner.join().unwrap().expect("the spinner takes the task");
@@ -316,10 +315,7 @@ mod tests {
 
     #[test]
     fn a_spinning_worker_that_leaves_tasks_behind_says_so() {
-        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
-        let q2 = Arc::clone(&q);
-        let spinner = std::thread::spawn(move || q2.spin(Duration::from_secs(10)));
-        until_spinning(&q);
+        let (q, spinner) = spinning(Duration::from_secs(10));
         let (tx, rx) = mpsc::channel();
         {
             // Two offers before the spinner looks: both woke nobody.
@@ -342,10 +338,7 @@ mod tests {
 
     #[test]
     fn one_worker_spins_at_a_time_and_a_spin_ends_empty_handed() {
-        let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
-        let q2 = Arc::clone(&q);
-        let spinner = std::thread::spawn(move || q2.spin(Duration::from_millis(200)));
-        until_spinning(&q);
+        let (q, spinner) = spinning(Duration::from_millis(200));
         assert!(
             q.spin(Duration::from_secs(10)).is_none(),
             "a second spinner"

@@ -276,15 +276,7 @@ pub(crate) async fn pool_news(pooled: Option<&PoolAnswers>, alone: impl FnOnce()
         0
     };
     if pooled.in_flight() == 1 && alone() {
-        let start = std::time::Instant::now();
-        let mut spins = 0u32;
-        while pooled.in_flight() == 1 {
-            std::hint::spin_loop();
-            spins = spins.wrapping_add(1);
-            if spins % 64 == 0 && start.elapsed() >= ANSWER_SPIN {
-                break;
-            }
-        }
+        crate::pool::spin_while(ANSWER_SPIN, || pooled.in_flight() == 1);
     }
     std::future::poll_fn(|cx| loop {
         match pooled.poll_news(cx) {
