@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rpc_core::RpcError;
-use rpc_transport::addr::{bind_unix, Address, ListenAddr};
+use rpc_transport::addr::{bind_unix, Address, ListenAddr, ACCEPT_BACKLOG};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 /// A bound listener.
@@ -109,14 +109,6 @@ impl Accepted {
         }
     }
 }
-
-/// Connections the kernel completes and queues for the accept loop before it
-/// drops new ones. `TcpListener::bind` asks for 128 (std's value); a burst of
-/// connects larger than that — a client opening its 1000 connections while
-/// the runtime's threads are busy — then loses SYNs, and each lost one waits
-/// for the client's retransmission, a second later, past a 500 ms connect
-/// timeout. Linux caps the value at `net.core.somaxconn` (4096 by default).
-const ACCEPT_BACKLOG: u32 = 1024;
 
 /// Binds a TCP listener to `host_port` (each address it resolves to in turn,
 /// as `TcpListener::bind` does) with [`ACCEPT_BACKLOG`].
@@ -210,6 +202,25 @@ mod tests {
         let connected = streams.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
         assert_eq!(connected, 300, "connects that waited past 700 ms or failed");
         drop(listener);
+    }
+
+    /// The same for a Unix socket, whose listener std also binds with 128.
+    #[tokio::test]
+    async fn a_burst_of_unix_connects_fits_in_the_accept_queue() {
+        let dir = std::env::temp_dir().join(format!("brisk-backlog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("burst.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = Listener::bind(&format!("unix:{}", path.display()))
+            .await
+            .unwrap();
+        let connects = (0..300)
+            .map(|_| tokio::time::timeout(Duration::from_millis(700), UnixStream::connect(&path)));
+        let streams = futures::future::join_all(connects).await;
+        let connected = streams.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+        assert_eq!(connected, 300, "connects that waited past 700 ms or failed");
+        drop(listener);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
