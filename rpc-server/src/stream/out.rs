@@ -77,6 +77,11 @@ impl StreamOut {
         Poll::Pending
     }
 
+    /// Frames waiting to be taken.
+    pub fn queued(&self) -> usize {
+        self.state.lock().frames.len()
+    }
+
     /// Moves the waiting frames and ended ids out (the vectors trade places).
     pub fn take(&self, frames: &mut Vec<OutFrame>, ended: &mut Vec<u64>) {
         let mut st = self.state.lock();
