@@ -152,8 +152,11 @@ impl ConnStreams {
         let Some(table) = self.0.as_mut() else {
             return;
         };
+        if table.fed < 2 {
+            return;
+        }
         let queued = table.out.queued();
-        if table.fed > 1 && queued < table.fed {
+        if queued < table.fed {
             tokio::task::yield_now().await;
             if table.out.queued() == queued {
                 table.fed = 0;
