@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rpc_core::RpcError;
-use rpc_transport::addr::{bind_unix, Address, ListenAddr, ACCEPT_BACKLOG};
+use rpc_transport::addr::{bind_unix, Address, ListenAddr};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
 /// A bound listener.
@@ -109,6 +109,15 @@ impl Accepted {
         }
     }
 }
+
+/// Connections the kernel completes and queues for the accept loop before it
+/// drops new ones. `TcpListener::bind` asks for 128 (std's value; a Unix
+/// listener gets the system's maximum from mio already); a burst of
+/// connects larger than that — a client opening its 1000 connections while
+/// the runtime's threads are busy — then loses SYNs, and each lost one waits
+/// for the client's retransmission, a second later, past a 500 ms connect
+/// timeout. Linux caps the value at `net.core.somaxconn` (4096 by default).
+const ACCEPT_BACKLOG: u32 = 1024;
 
 /// Binds a TCP listener to `host_port` (each address it resolves to in turn,
 /// as `TcpListener::bind` does) with [`ACCEPT_BACKLOG`].
@@ -204,7 +213,9 @@ mod tests {
         drop(listener);
     }
 
-    /// The same for a Unix socket, whose listener std also binds with 128.
+    /// The same for a Unix socket, whose listener mio (like std) binds
+    /// with the system's maximum (`listen(fd, -1)`: `net.core.somaxconn`
+    /// on Linux).
     #[tokio::test]
     async fn a_burst_of_unix_connects_fits_in_the_accept_queue() {
         let dir = std::env::temp_dir().join(format!("brisk-backlog-{}", std::process::id()));

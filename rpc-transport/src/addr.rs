@@ -90,17 +90,7 @@ impl fmt::Display for ListenAddr {
     }
 }
 
-/// Connections the kernel completes and queues for a server's accept loop
-/// before it refuses new ones (TCP: drops their SYNs; Unix: fails their
-/// `connect` with `EAGAIN`). std's listeners ask for 128; a burst of
-/// connects larger than that — a client opening its 1000 connections while
-/// the runtime's threads are busy — then loses some, and a lost TCP SYN
-/// waits for the client's retransmission, a second later, past a 500 ms
-/// connect timeout. Linux caps the value at `net.core.somaxconn` (4096 by
-/// default).
-pub const ACCEPT_BACKLOG: u32 = 1024;
-
-/// Binds a Unix socket at `path`, listening with [`ACCEPT_BACKLOG`]. A path that exists already (a live
+/// Binds a Unix socket at `path`. A path that exists already (a live
 /// server's socket, or one left by a crash) or that cannot be created (its
 /// directory missing or not writable) is a clear error naming it.
 pub fn bind_unix(path: &Path) -> Result<UnixListener, RpcError> {
@@ -131,10 +121,7 @@ pub fn bind_unix(path: &Path) -> Result<UnixListener, RpcError> {
             ),
         ));
     }
-    let socket = tokio::net::UnixSocket::new_stream();
-    let listener = socket.and_then(|s| s.bind(path).map(|()| s));
-    let listener = listener.and_then(|s| s.listen(ACCEPT_BACKLOG));
-    listener.map_err(|e| RpcError::Io {
+    UnixListener::bind(path).map_err(|e| RpcError::Io {
         context: format!("binding the server to the Unix socket {shown}"),
         reason: format!("{e} (does its directory exist, and may this process write there?)"),
         source: Some(Cause::new(e)),
