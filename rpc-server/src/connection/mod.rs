@@ -490,9 +490,9 @@ async fn serve_halves<R, W>(
             // backlog make this ready at once, and with a full outbox the
             // branch above (the socket taking bytes) is what must come first.
             _ = std::future::poll_fn(|cx| streams.poll_news(cx)), if !streams.is_idle() && outbox.has_room() => {
-                // Items just handed to several streams' handlers come back
-                // as answers moments apart: the tasks woken with them run
-                // first, so their answers share one write.
+                // Items just handed to the streams' handlers come back as
+                // answers moments apart: the tasks woken with them run first
+                // (one yield), so their answers share one write.
                 streams.gather_answers().await;
                 streams.write_into(&mut outbox);
             }

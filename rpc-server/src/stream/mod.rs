@@ -10,11 +10,13 @@
 //! - [`run`]: one stream's task — interceptors, handler, deadline, end.
 //! - [`local`]: a flow read in this process (the HTTP gateway's streams).
 //!
-//! The connection task writes the streams' frames with its other answers.
-//! When it has just handed items to the handlers of several streams, it
-//! lets their tasks run before it writes (`ConnStreams::gather_answers`):
+//! # Answers that share a write
+//!
+//! When the connection task has handed the handlers items that are not
+//! answered yet, it lets their tasks run before it writes (`ConnStreams::gather_answers`):
 //! ping-pong callers' answers then share one `write` instead of taking one
-//! each, while a stream that only sends (or only receives) never waits.
+//! each. A stream that only sends never waits; one that only receives
+//! waits at most once per credit grant it sends.
 //!
 //! # Bounds
 //!
@@ -79,8 +81,9 @@ struct Table {
     /// Emptied buffers, reused every turn.
     frames: Vec<OutFrame>,
     ended: Vec<u64>,
-    /// Items handed to the handlers and not yet matched by a frame written
-    /// back (see [`ConnStreams::gather_answers`]).
+    /// Items handed to the handlers and not yet matched by a frame taken
+    /// from their queue (see [`ConnStreams::gather_answers`]). Any frame
+    /// counts — a credit grant, an end — so it errs towards waiting less.
     fed: usize,
 }
 
@@ -141,13 +144,16 @@ impl ConnStreams {
         self.0.as_ref().map_or(Poll::Pending, |t| t.poll_news(cx))
     }
 
-    /// Before the connection writes the streams' frames: when items went
-    /// to the handlers of two or more streams and fewer frames than items
-    /// are queued (ping-pong callers, each answering its item), lets those
-    /// handlers' tasks run first — one `yield` — so that their answers
-    /// leave in one `write`, not one each. A yield after which nothing new
-    /// was queued shows handlers that do not answer item by item; the count
-    /// starts again from the next items.
+    /// Before the connection writes the streams' frames: when two or more
+    /// items handed to the handlers are unanswered and fewer frames than
+    /// that are queued (ping-pong callers, each answering its item; or one
+    /// caller pipelining items), lets those handlers' tasks run first — one
+    /// `yield` — so that their answers leave in one `write`, not one each.
+    /// The yield is tokio's: the connection runs again once its thread has
+    /// run the other tasks ready there and polled the I/O driver, so its
+    /// reads, pool answers, timer and stop signals wait that long. A yield
+    /// after which nothing new was queued shows handlers that do not
+    /// answer item by item; the count starts again from the next items.
     pub async fn gather_answers(&mut self) {
         let Some(table) = self.0.as_mut() else {
             return;
@@ -403,6 +409,50 @@ mod tests {
         assert_eq!(fed(&streams), 3, "still counted until written");
     }
 
+    /// A caller's item, as the connection reads it.
+    fn item(id: u64) -> Frame {
+        use tokio_util::codec::{Decoder, Encoder};
+        let mut codec = rpc_codec::FrameCodec::default();
+        let mut buf = bytes::BytesMut::new();
+        codec
+            .encode(
+                OutFrame::stream_data(id, 1, bytes::Bytes::from_static(b"ping")),
+                &mut buf,
+            )
+            .unwrap();
+        codec.decode(&mut buf).unwrap().unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn items_read_are_counted_until_their_answers_are_taken() {
+        let (mut streams, out) = table(0);
+        let table = streams.0.as_mut().unwrap();
+        for id in [1, 2] {
+            let open = Open {
+                cancel: CancelSignal::default(),
+                credit: Credit::new(),
+                inbox: Some(Arc::new(Inbox::new(8))),
+            };
+            table.open.insert(id, open);
+        }
+        streams.on_frame(item(1));
+        streams.on_frame(item(2));
+        streams.on_frame(item(3)); // no such stream: not counted
+        assert_eq!(fed(&streams), 2);
+        // One handler has answered; the other is woken and answers when it runs.
+        out.send_item(1, 1, bytes::Bytes::from_static(b"pong"))
+            .unwrap();
+        answers(&out, 1);
+        streams.gather_answers().await;
+        assert_eq!(out.queued(), 2, "the second answer was waited for");
+        let transport = rpc_transport::TransportConfig::default();
+        let counters = Arc::new(rpc_transport::IoCounters::default());
+        let mut outbox = Outbox::new(Vec::<u8>::new(), &transport, counters);
+        streams.write_into(&mut outbox);
+        assert_eq!(fed(&streams), 0, "both answers taken");
+        assert_eq!(out.queued(), 0);
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn one_item_or_all_answers_in_hand_write_at_once() {
         for (items, queued) in [(1, 0), (2, 2)] {
@@ -427,9 +477,13 @@ mod tests {
         out.send_credit(1, 32);
         streams.gather_answers().await;
         assert_eq!(fed(&streams), 0, "nothing came during the yield");
-        // And nothing is waited for until new items come.
+        // And nothing is waited for until new items come...
         answers(&out, 1);
         streams.gather_answers().await;
         assert_eq!(out.queued(), 1);
+        // ...but then it is again.
+        streams.0.as_mut().unwrap().fed = 2;
+        streams.gather_answers().await;
+        assert_eq!(out.queued(), 2, "the woken handler ran first");
     }
 }
