@@ -13,10 +13,11 @@
 //! # Answers that share a write
 //!
 //! When the connection task has handed the handlers items that are not
-//! answered yet, it lets their tasks run before it writes (`ConnStreams::gather_answers`):
-//! ping-pong callers' answers then share one `write` instead of taking one
-//! each. A stream that only sends never waits; one that only receives
-//! waits at most once per credit grant it sends.
+//! answered yet, it lets their tasks run before it writes
+//! (`ConnStreams::gather_answers`): ping-pong callers' answers then share
+//! one `write` instead of taking one each. A stream that only sends never
+//! waits; one that only receives waits at most once per credit grant it
+//! sends.
 //!
 //! # Bounds
 //!
