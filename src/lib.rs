@@ -37,7 +37,7 @@
 //! | `gzip` | on | gzip bodies: `compression` in both configs, HTTP `Content-Encoding` / `Accept-Encoding` | flate2 (pure Rust) |
 //! | `zstd` | on | Zstandard bodies, likewise | zstd (builds libzstd's C code) |
 //! | `etcd` | off | the etcd registry (`registry = "etcd://…"`) | etcd-client (its build needs `protoc`) |
-//! | `otel` | off | OpenTelemetry: call spans continue and pass on W3C trace context; [`otel`] builds the exporting layer | opentelemetry, opentelemetry_sdk, opentelemetry-stdout, tracing-opentelemetry |
+//! | `otel` | off | OpenTelemetry: call spans continue and pass on W3C trace context; `brisk::otel` builds the exporting layer | opentelemetry, opentelemetry_sdk, opentelemetry-stdout, tracing-opentelemetry |
 //!
 //! rpc-codec's `protobuf` feature (on by default) builds the protobuf
 //! serializer; without it a protobuf body is an error naming the feature.
