@@ -60,6 +60,14 @@ pub trait Feed {
         tag: String,
         items: Streaming<Item>,
     ) -> Result<impl Stream<Item = Result<(String, Item), Status>> + Send, Status>;
+    /// `count` numbers, one every `every_ms`, sent by a task of their own
+    /// through a channel: a watch forwarding events from elsewhere.
+    async fn ticks(
+        &self,
+        cx: &Context,
+        count: u64,
+        every_ms: u64,
+    ) -> Result<impl Stream<Item = Result<u64, Status>> + Send, Status>;
     /// A unary call beside the streams.
     async fn add(&self, cx: &Context, a: u64, b: u64) -> Result<u64, Status>;
 }
@@ -155,6 +163,26 @@ impl Feed for FeedImpl {
         Ok(items.map(move |item| item.map(|item| (tag.clone(), item))))
     }
 
+    async fn ticks(
+        &self,
+        _cx: &Context,
+        count: u64,
+        every_ms: u64,
+    ) -> Result<impl Stream<Item = Result<u64, Status>> + Send, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            for i in 0..count {
+                tokio::time::sleep(Duration::from_millis(every_ms)).await;
+                if tx.send(Ok(i)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        }))
+    }
+
     async fn add(&self, _cx: &Context, a: u64, b: u64) -> Result<u64, Status> {
         Ok(a + b)
     }
@@ -186,6 +214,15 @@ async fn client_of(server: &ServerHandle, connect: Connect, window: u32) -> Feed
             .await
             .expect("client"),
     )
+}
+
+/// A client with one connection (`fixed`, 1): every call and stream share it.
+async fn one_connection(server: &ServerHandle, window: u32) -> FeedClient {
+    let connect = Connect::Fixed {
+        connections: 1,
+        coalesce_calls: 1,
+    };
+    client_of(server, connect, window).await
 }
 
 fn connect_types() -> Vec<Connect> {
@@ -514,15 +551,7 @@ async fn a_hundred_streams_and_unary_calls_share_one_connection() {
     bounded(60, async {
         for (name, dispatch, queue) in dispatch_variants() {
             let (server, _probe) = start(server_config(dispatch, queue)).await;
-            let feed = client_of(
-                &server,
-                Connect::Fixed {
-                    connections: 1,
-                    coalesce_calls: 1,
-                },
-                16,
-            )
-            .await;
+            let feed = one_connection(&server, 16).await;
             let streams = (0..100u64).map(|s| {
                 let feed = feed.clone();
                 tokio::spawn(async move {
@@ -565,15 +594,7 @@ async fn a_hundred_streams_and_unary_calls_share_one_connection() {
 async fn unary_calls_are_answered_beside_a_stream_that_never_waits() {
     bounded(30, async {
         let (server, _probe) = start(server_config(Dispatch::Direct, Default::default())).await;
-        let feed = client_of(
-            &server,
-            Connect::Fixed {
-                connections: 1,
-                coalesce_calls: 1,
-            },
-            64,
-        )
-        .await;
+        let feed = one_connection(&server, 64).await;
         // Items small enough that decoding them (in this debug build, on the
         // test's own threads) is not what a unary answer waits for.
         let mut items = feed.endless(1024).await.unwrap();
@@ -609,6 +630,76 @@ async fn unary_calls_are_answered_beside_a_stream_that_never_waits() {
         assert!(streamed > 64, "the stream ran meanwhile: {streamed} items");
         feed.client().close();
         server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_fed_by_other_tasks_arrive_whole_beside_unary_calls() {
+    bounded(30, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let (server, _probe) = start(server_config(dispatch, queue)).await;
+            let feed = one_connection(&server, 2).await;
+            // Each stream's items come from a task of the handler's own, on
+            // a timer: the connection task that runs the stream is woken
+            // from outside for each, window 2.
+            let watches: Vec<_> = (0..10u64)
+                .map(|w| {
+                    let feed = feed.clone();
+                    tokio::spawn(async move {
+                        let ticks = feed.ticks(30 + w, 1).await?;
+                        ticks
+                            .collect::<Vec<_>>()
+                            .await
+                            .into_iter()
+                            .collect::<Result<Vec<u64>, Status>>()
+                            .map_err(|s| s.into_error("Feed", "ticks"))
+                    })
+                })
+                .collect();
+            for i in 0..100 {
+                assert_eq!(feed.add(i, 2).await.unwrap(), i + 2, "{name}: call {i}");
+            }
+            for (w, watch) in watches.into_iter().enumerate() {
+                let got = watch.await.unwrap().unwrap();
+                let want: Vec<u64> = (0..30 + w as u64).collect();
+                assert_eq!(got, want, "{name}: watch {w}, every tick in order");
+            }
+            feed.client().close();
+            server.shutdown().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_streams_take_no_task_of_their_own() {
+    bounded(30, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let (server, _probe) = start(server_config(dispatch, queue)).await;
+            let feed = one_connection(&server, 4).await;
+            assert_eq!(feed.add(1, 1).await.unwrap(), 2, "{name}");
+            let metrics = tokio::runtime::Handle::current().metrics();
+            let before = metrics.num_alive_tasks();
+            // Fifty producers that wait for credit, each with its item in
+            // hand: every stream open and its handler started.
+            let mut open = Vec::new();
+            for _ in 0..50 {
+                let mut items = feed.endless(16).await.unwrap();
+                assert!(items.message().await.unwrap().is_some(), "{name}");
+                open.push(items);
+            }
+            let during = metrics.num_alive_tasks();
+            assert!(
+                during < before + 10,
+                "{name}: {before} tasks before, {during} with 50 streams open"
+            );
+            // And the connection still answers beside them.
+            assert_eq!(feed.add(2, 2).await.unwrap(), 4, "{name}");
+            drop(open);
+            feed.client().close();
+            server.shutdown().await;
+        }
     })
     .await;
 }

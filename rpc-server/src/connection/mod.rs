@@ -21,12 +21,13 @@
 //!
 //! # Streams
 //!
-//! A stream's open starts a task of its own (`stream::ConnStreams`); its
-//! caller's items and credit are routed to it by id, and the frames it
-//! queues are moved into the outbox each turn — after the turn's requests
-//! were read, and only while the outbox has room, so a stream that never
-//! waits takes turns with the unary calls beside it instead of keeping the
-//! outbox full. Open streams count as calls in progress.
+//! A stream runs on this task too, whatever the dispatch mode
+//! (`stream::ConnStreams` polls it); its caller's items and credit are
+//! routed to it by id, and the frames it queues are moved into the outbox
+//! each turn — after the turn's requests were read, and only while the
+//! outbox has room, so a stream that never waits takes turns with the
+//! unary calls beside it instead of keeping the outbox full. Open streams
+//! count as calls in progress.
 //!
 //! A request over `max_frame_size` is answered `FrameTooLarge` from its header
 //! alone and its bytes are skipped: the other calls on the connection go on.
@@ -408,6 +409,9 @@ async fn serve_halves<R, W>(
             outbox.take_pooled(pooled);
         }
         if !streams.is_idle() {
+            // The handlers the batch's items (or opens) woke run now, so
+            // their answers leave with this batch.
+            let _ = std::future::poll_fn(|cx| Poll::Ready(streams.poll_streams(cx))).await;
             streams.write_into(&mut outbox);
         }
         if calls(&streams) == 0 {
@@ -489,11 +493,7 @@ async fn serve_halves<R, W>(
             // Only while the outbox has room: frames waiting in the streams'
             // backlog make this ready at once, and with a full outbox the
             // branch above (the socket taking bytes) is what must come first.
-            _ = std::future::poll_fn(|cx| streams.poll_news(cx)), if !streams.is_idle() && outbox.has_room() => {
-                // Items just handed to the streams' handlers come back as
-                // answers moments apart: the tasks woken with them run first
-                // (one yield), so their answers share one write.
-                streams.gather_answers().await;
+            _ = std::future::poll_fn(|cx| streams.poll_streams(cx)), if !streams.is_idle() && outbox.has_room() => {
                 streams.write_into(&mut outbox);
             }
             _ = pool_news(pooled, || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1)) => {

@@ -1,23 +1,30 @@
 //! Streaming calls on the server: the streams open on one connection, the
-//! queue their frames go out through, and the task each runs on.
+//! queue their frames go out through, and how each runs.
 //!
 //! - [`ConnStreams`] (here): a connection task's table of its open streams,
 //!   by request id — each stream's cancellation, the credit its handler
-//!   sends within, and the inbox of its caller's items. The connection task
-//!   routes every stream frame it reads through it.
-//! - [`out`]: `StreamOut`, the queue from the streams' tasks to the
-//!   connection task, which writes their frames with its other answers.
-//! - [`run`]: one stream's task — interceptors, handler, deadline, end.
+//!   sends within, the inbox of its caller's items, and the stream's run
+//!   itself. The connection task routes every stream frame it reads
+//!   through it.
+//! - [`out`]: `StreamOut`, the queue from the streams' handlers to the
+//!   connection's outbox, which writes their frames with its other answers.
+//! - [`run`]: one stream's run — interceptors, handler, deadline, end.
 //! - [`local`]: a flow read in this process (the HTTP gateway's streams).
 //!
-//! # Answers that share a write
+//! # Streams run on their connection's task
 //!
-//! When the connection task has handed the handlers items that are not
-//! answered yet, it lets their tasks run before it writes
-//! (`ConnStreams::gather_answers`): ping-pong callers' answers then share
-//! one `write` instead of taking one each. A stream that only sends never
-//! waits; one that only receives waits at most once per credit grant it
-//! sends.
+//! A stream's run is a future the connection task polls itself (a
+//! `FuturesUnordered` in the table), whatever the dispatch mode; there is
+//! no task per stream. An item read is handled, and its answer queued, in
+//! the same turn of the connection task that read it, and written with
+//! that turn's other answers: a ping-pong round trip costs the server no
+//! wake-up of another task and no hop between runtime threads, and
+//! callers' answers share one `write`. Each poll of a handler is bounded:
+//! it sends at most its credit before it waits. What this asks of a
+//! handler is what tokio asks of any task — await, do not block; a handler
+//! that must block or compute for long does it in
+//! `tokio::task::spawn_blocking`, or it holds up its connection's other
+//! calls for that long.
 //!
 //! # Bounds
 //!
@@ -36,6 +43,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use rpc_codec::{Frame, FrameKind, OutFrame};
 use rpc_core::stream::{Credit, Inbox, StreamConfig, StreamPeer};
 use rpc_core::{
@@ -79,13 +88,12 @@ struct Table {
     /// connection goes on reading (and answering) unary calls beside a
     /// stream that never waits.
     backlog: VecDeque<OutFrame>,
+    /// The streams' runs, polled by the connection task itself: each ends
+    /// once its stream has, after queueing its end and its id in `out`.
+    runs: FuturesUnordered<BoxFuture<'static, ()>>,
     /// Emptied buffers, reused every turn.
     frames: Vec<OutFrame>,
     ended: Vec<u64>,
-    /// Items handed to the handlers and not yet matched by a frame taken
-    /// from their queue (see [`ConnStreams::gather_answers`]). Any frame
-    /// counts — a credit grant, an end — so it errs towards waiting less.
-    fed: usize,
 }
 
 impl ConnStreams {
@@ -94,8 +102,9 @@ impl ConnStreams {
         self.0.as_ref().map_or(0, |t| t.open.len())
     }
 
-    /// Starts `req` as a stream on `route`, on a task of its own. An error
-    /// (too many streams) is for the caller to answer.
+    /// Starts `req` as a stream on `route`; it first runs at the next
+    /// [`poll_streams`](Self::poll_streams). An error (too many streams) is
+    /// for the caller to answer.
     pub fn start(
         &mut self,
         ctx: &Arc<ServerCtx>,
@@ -111,7 +120,7 @@ impl ConnStreams {
                 backlog: VecDeque::new(),
                 frames: Vec::new(),
                 ended: Vec::new(),
-                fed: 0,
+                runs: FuturesUnordered::new(),
             })
         });
         table.start(ctx, route, req, serializer)
@@ -139,36 +148,14 @@ impl ConnStreams {
         self.0.as_ref().is_none_or(|t| t.is_idle())
     }
 
-    /// Ready when frames wait to be moved into the outbox — in the backlog
-    /// (at once) or newly queued — or a stream has ended.
-    pub fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
-        self.0.as_ref().map_or(Poll::Pending, |t| t.poll_news(cx))
-    }
-
-    /// Before the connection writes the streams' frames: when two or more
-    /// items handed to the handlers are unanswered and fewer frames than
-    /// that are queued (ping-pong callers, each answering its item; or one
-    /// caller pipelining items), lets those handlers' tasks run first — one
-    /// `yield` — so that their answers leave in one `write`, not one each.
-    /// The yield is tokio's: the connection runs again once its thread has
-    /// run the other tasks ready there and polled the I/O driver, so its
-    /// reads, pool answers, timer and stop signals wait that long. A yield
-    /// after which nothing new was queued shows handlers that do not
-    /// answer item by item; the count starts again from the next items.
-    pub async fn gather_answers(&mut self) {
-        let Some(table) = self.0.as_mut() else {
-            return;
-        };
-        if table.fed < 2 {
-            return;
-        }
-        let queued = table.out.queued();
-        if queued < table.fed {
-            tokio::task::yield_now().await;
-            if table.out.queued() == queued {
-                table.fed = 0;
-            }
-        }
+    /// Runs the streams' handlers that were woken (on the calling task,
+    /// which they wake again when they can go on), then is ready when
+    /// frames wait to be moved into the outbox — in the backlog (at once)
+    /// or newly queued — or a stream has ended.
+    pub fn poll_streams(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.0
+            .as_mut()
+            .map_or(Poll::Pending, |t| t.poll_streams(cx))
     }
 
     /// Moves the frames the streams queued into `outbox` while it has room
@@ -246,10 +233,10 @@ impl Table {
         );
         let ctx = ctx.clone();
         let out = self.out.clone();
-        tokio::spawn(async move {
+        self.runs.push(Box::pin(async move {
             run_stream(ctx, route, req, io, peer, serializer).await;
             out.ended(id);
-        });
+        }));
         Ok(())
     }
 
@@ -270,7 +257,6 @@ impl Table {
             },
             FrameKind::StreamData => match &open.inbox {
                 Some(inbox) => {
-                    self.fed += 1;
                     if inbox.push(frame.body).is_err() {
                         let _ = self
                             .out
@@ -313,9 +299,11 @@ impl Table {
         self.open.is_empty() && self.backlog.is_empty()
     }
 
-    /// Ready when frames wait to be moved into the outbox — in the backlog
-    /// (at once) or newly queued — or a stream has ended.
-    fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
+    /// See [`ConnStreams::poll_streams`].
+    fn poll_streams(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // `Ready(Some)`: a run ended (its id is in `out`); the others woken
+        // are polled by the next call. `Ready(None)`: none left.
+        while let Poll::Ready(Some(())) = self.runs.poll_next_unpin(cx) {}
         if !self.backlog.is_empty() {
             return Poll::Ready(());
         }
@@ -327,7 +315,6 @@ impl Table {
     /// that ended.
     fn write_into<W: AsyncWrite + Unpin>(&mut self, outbox: &mut Outbox<W>) {
         self.out.take(&mut self.frames, &mut self.ended);
-        self.fed = self.fed.saturating_sub(self.frames.len());
         self.backlog.extend(self.frames.drain(..));
         while outbox.has_room() {
             match self.backlog.pop_front() {
@@ -362,129 +349,5 @@ impl Table {
             }
         }
         self.out.close();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A connection's table with `fed` items handed out and nothing open.
-    fn table(fed: usize) -> (ConnStreams, Arc<StreamOut>) {
-        let out = Arc::new(StreamOut::default());
-        let table = Table {
-            open: HashMap::new(),
-            out: out.clone(),
-            config: StreamConfig::default(),
-            backlog: VecDeque::new(),
-            frames: Vec::new(),
-            ended: Vec::new(),
-            fed,
-        };
-        (ConnStreams(Some(Box::new(table))), out)
-    }
-
-    fn fed(streams: &ConnStreams) -> usize {
-        streams.0.as_ref().map_or(0, |t| t.fed)
-    }
-
-    /// Pushes `n` answers when it first runs: a handler task woken with an item.
-    fn answers(out: &Arc<StreamOut>, n: u64) {
-        let out = out.clone();
-        tokio::spawn(async move {
-            for id in 0..n {
-                out.send_item(id, 1, bytes::Bytes::from_static(b"pong"))
-                    .unwrap();
-            }
-        });
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn answers_of_several_streams_are_gathered_before_the_write() {
-        let (mut streams, out) = table(3);
-        out.send_item(9, 1, bytes::Bytes::from_static(b"first"))
-            .unwrap();
-        answers(&out, 2);
-        streams.gather_answers().await;
-        assert_eq!(out.queued(), 3, "the handlers' tasks ran before the write");
-        assert_eq!(fed(&streams), 3, "still counted until written");
-    }
-
-    /// A caller's item, as the connection reads it.
-    fn item(id: u64) -> Frame {
-        use tokio_util::codec::{Decoder, Encoder};
-        let mut codec = rpc_codec::FrameCodec::default();
-        let mut buf = bytes::BytesMut::new();
-        codec
-            .encode(
-                OutFrame::stream_data(id, 1, bytes::Bytes::from_static(b"ping")),
-                &mut buf,
-            )
-            .unwrap();
-        codec.decode(&mut buf).unwrap().unwrap()
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn items_read_are_counted_until_their_answers_are_taken() {
-        let (mut streams, out) = table(0);
-        let table = streams.0.as_mut().unwrap();
-        for id in [1, 2] {
-            let open = Open {
-                cancel: CancelSignal::default(),
-                credit: Credit::new(),
-                inbox: Some(Arc::new(Inbox::new(8))),
-            };
-            table.open.insert(id, open);
-        }
-        streams.on_frame(item(1));
-        streams.on_frame(item(2));
-        streams.on_frame(item(3)); // no such stream: not counted
-        assert_eq!(fed(&streams), 2);
-        // One handler has answered; the other is woken and answers when it runs.
-        out.send_item(1, 1, bytes::Bytes::from_static(b"pong"))
-            .unwrap();
-        answers(&out, 1);
-        streams.gather_answers().await;
-        assert_eq!(out.queued(), 2, "the second answer was waited for");
-        let transport = rpc_transport::TransportConfig::default();
-        let counters = Arc::new(rpc_transport::IoCounters::default());
-        let mut outbox = Outbox::new(Vec::<u8>::new(), &transport, counters);
-        streams.write_into(&mut outbox);
-        assert_eq!(fed(&streams), 0, "both answers taken");
-        assert_eq!(out.queued(), 0);
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn one_item_or_all_answers_in_hand_write_at_once() {
-        for (items, queued) in [(1, 0), (2, 2)] {
-            let (mut streams, out) = table(items);
-            for id in 0..queued {
-                out.send_item(id, 1, bytes::Bytes::from_static(b"in hand"))
-                    .unwrap();
-            }
-            answers(&out, 1);
-            streams.gather_answers().await;
-            assert_eq!(
-                out.queued(),
-                queued as usize,
-                "no yield: the task did not run"
-            );
-        }
-    }
-
-    #[tokio::test(flavor = "current_thread")]
-    async fn handlers_that_do_not_answer_each_item_stop_the_waiting() {
-        let (mut streams, out) = table(5);
-        out.send_credit(1, 32);
-        streams.gather_answers().await;
-        assert_eq!(fed(&streams), 0, "nothing came during the yield");
-        // And nothing is waited for until new items come...
-        answers(&out, 1);
-        streams.gather_answers().await;
-        assert_eq!(out.queued(), 1);
-        // ...but then it is again.
-        streams.0.as_mut().unwrap().fed = 2;
-        streams.gather_answers().await;
-        assert_eq!(out.queued(), 2, "the woken handler ran first");
     }
 }

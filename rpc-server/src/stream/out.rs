@@ -1,8 +1,10 @@
 //! [`StreamOut`]: where a server connection's streams put their frames.
 //!
 //! A connection task owns its socket and writes every frame itself (see
-//! `reply::outbox`); a stream's handler runs on a task of its own. This is
-//! the hand-over between them: frames queued under one short lock, and the
+//! `reply::outbox`). A stream's handler runs on that task, but the sink it
+//! sends into may go anywhere — a handler may hand it to a task or thread
+//! of its own. This is the hand-over between them: frames queued under one
+//! short (and, from the connection's own task, uncontended) lock, and the
 //! ids of the streams that ended, with the connection task woken when it
 //! waits. Nothing here is bounded by a count because everything is bounded
 //! by credit: a data frame is queued only with a unit of credit in hand,
@@ -75,11 +77,6 @@ impl StreamOut {
             st.waker = Some(cx.waker().clone());
         }
         Poll::Pending
-    }
-
-    /// Frames waiting to be taken.
-    pub fn queued(&self) -> usize {
-        self.state.lock().frames.len()
     }
 
     /// Moves the waiting frames and ended ids out (the vectors trade places).

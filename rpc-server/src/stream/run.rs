@@ -1,12 +1,14 @@
 //! Running one streaming call: interceptors, the handler, its deadline, and
 //! the one end its caller reads.
 //!
-//! A stream runs on a tokio task of its own, whatever the dispatch mode. A
-//! stream may last for hours and spends most of its life waiting — for
-//! credit, for its caller's next item, for the events it forwards — which
-//! is what tasks are for; a worker-pool thread held per open stream would
-//! let a hundred watches take every worker and starve the unary calls. A
-//! handler that must block should do so in `tokio::task::spawn_blocking`.
+//! A stream runs as a future on its connection's task (see the module
+//! above), whatever the dispatch mode, and on a task of its own when the
+//! HTTP gateway serves it. A stream may last for hours and spends most of
+//! its life waiting — for credit, for its caller's next item, for the
+//! events it forwards — which is what futures are for; a worker-pool
+//! thread held per open stream would let a hundred watches take every
+//! worker and starve the unary calls. A handler that must block should do
+//! so in `tokio::task::spawn_blocking`.
 //!
 //! # Exactly one end
 //!
