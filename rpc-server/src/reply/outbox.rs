@@ -16,8 +16,9 @@
 //!
 //! - The buffer is written from the front; what the socket does not take
 //!   stays for the next attempt. Once written out it is cleared and reused, so
-//!   a busy connection encodes its answers without allocating, and one that
-//!   grew past the high-water mark for a burst of large answers gives the
+//!   a busy connection encodes its answers without allocating — up to
+//!   twice the high-water mark, what a buffer filled to the mark grows to —
+//!   and one that grew further for a burst of large answers gives the
 //!   memory back.
 //! - The high-water mark ([`Outbox::has_room`], `4 × max_batch_bytes`) is the
 //!   connection's backpressure: past it the task stops reading requests, so a
@@ -146,7 +147,8 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
             self.buf.clear();
             self.written = 0;
         }
-        pooled.take(&mut self.buf, &mut self.held, 4 * self.max_batch);
+        let high_water = self.high_water();
+        pooled.take(&mut self.buf, &mut self.held, high_water);
         if !self.held.is_empty() {
             self.held_progress
                 .get_or_insert_with(tokio::time::Instant::now);
@@ -169,7 +171,13 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     /// high-water mark.
     #[inline]
     pub fn has_room(&self) -> bool {
-        self.buf.len() - self.written < 4 * self.max_batch
+        self.buf.len() - self.written < self.high_water()
+    }
+
+    /// Unwritten bytes past which the connection stops reading.
+    #[inline]
+    fn high_water(&self) -> usize {
+        4 * self.max_batch
     }
 
     /// Writes until the outbox is empty or the socket would block.
@@ -202,7 +210,12 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
                 return Poll::Pending;
             }
         }
-        if self.buf.capacity() > 4 * self.max_batch {
+        // Filled to the high-water mark, the buffer grows to twice that
+        // (`Vec`'s doubling): a busy connection keeps that much, since
+        // allocating it anew each turn costs a page fault per 4 KiB (it is
+        // a mapping of its own, see `rpc_transport::allocator`). Only what
+        // a burst of larger answers grew it to is given back at once.
+        if self.buf.capacity() > 2 * self.high_water() {
             self.buf = BytesMut::new();
         } else {
             self.buf.clear();
