@@ -137,8 +137,10 @@ pub struct MemoryConfig {
     /// larger than the whole budget waits until it has all of it.
     pub frame_budget: usize,
     /// With glibc, map every block of 1 MiB or more on its own, so freed frames
-    /// leave the process at once instead of staying in the allocator's heaps
-    /// (true). This is a process-wide allocator setting, made at `start()`;
+    /// leave the process at once instead of staying in the allocator's heaps,
+    /// and let each heap keep up to 2 MiB free at its top, so busy
+    /// connections do not fault the same pages back in turn after turn
+    /// (true). These are process-wide allocator settings, made at `start()`;
     /// turn it off if the process tunes `malloc` itself. Other allocators
     /// (jemalloc, mimalloc) and platforms ignore it.
     pub return_to_os: bool,

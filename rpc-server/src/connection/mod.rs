@@ -77,8 +77,10 @@
 //! The connection has one timer, set for the earliest of: a live call's
 //! deadline, the outbox's budget stall, the next idle check and the next
 //! tidy (see `idle`). No task of its own keeps the idle timeout, and a
-//! connection quiet for a second gives back what its calls left behind:
-//! an idle connection is its task's future, its socket and little else.
+//! connection quiet for a second gives back what its calls left behind —
+//! and asks the allocator to return freed memory to the system
+//! (`memory.return_to_os`; rate-limited, shared by all connections): an
+//! idle connection is its task's future, its socket and little else.
 //!
 //! # Call activity
 //!
@@ -332,6 +334,11 @@ async fn serve_halves<R, W>(
                         direct = None;
                     }
                     expired = Vec::new();
+                    // And the allocator gives back what every connection
+                    // freed (one trim a second at most, shared by all).
+                    if ctx.config.memory.return_to_os {
+                        rpc_transport::allocator::release_freed();
+                    }
                 }
                 Check::Tidy => {}
             }
