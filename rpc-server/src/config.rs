@@ -139,7 +139,8 @@ pub struct MemoryConfig {
     /// With glibc, map every block of 1 MiB or more on its own, so freed frames
     /// leave the process at once instead of staying in the allocator's heaps,
     /// and let each heap keep up to 2 MiB free at its top, so busy
-    /// connections do not fault the same pages back in turn after turn
+    /// connections do not fault the same pages back in turn after turn, and
+    /// trim freed memory when connections go quiet (at most once a second)
     /// (true). These are process-wide allocator settings, made at `start()`;
     /// turn it off if the process tunes `malloc` itself. Other allocators
     /// (jemalloc, mimalloc) and platforms ignore it.
