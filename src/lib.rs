@@ -93,7 +93,7 @@
 //! `rpc-client/src/streams.rs`, `Connection::open_stream` and the
 //! connection's stream table in `rpc-transport/src/streams.rs`), where the
 //! connection task routes its frames by id (`rpc-server/src/stream/`) and
-//! runs its handler on a task of its own (`stream/run.rs`). Both ends are
+//! runs its handler on that same task (`stream/run.rs`). Both ends are
 //! the pieces of `rpc-core/src/stream/`: an `Inbox` per flow of items, read
 //! as a `RawStreaming` (typed: `Streaming<T>`, `rpc-codec/src/streaming.rs`),
 //! and a `StreamSink` that sends within the receiver's `Credit`.

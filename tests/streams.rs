@@ -216,6 +216,26 @@ async fn client_of(server: &ServerHandle, connect: Connect, window: u32) -> Feed
     )
 }
 
+/// Asserts that the one `endless` stream's producer was dropped and the
+/// call counted cancelled.
+async fn endless_was_cancelled(server: &ServerHandle, probe: &Probe, name: &str) {
+    let dropped = || probe.dropped.load(Ordering::SeqCst) == 1;
+    assert!(
+        wait_until(Duration::from_secs(5), dropped).await,
+        "{name}: the server dropped the producer"
+    );
+    let counted = || {
+        server
+            .metrics_text()
+            .contains("brisk_calls_cancelled_total{service=\"Feed\",method=\"endless\"} 1")
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), counted).await,
+        "{name}: counted cancelled:\n{}",
+        server.metrics_text()
+    );
+}
+
 /// A client with one connection (`fixed`, 1): every call and stream share it.
 async fn one_connection(server: &ServerHandle, window: u32) -> FeedClient {
     let connect = Connect::Fixed {
@@ -370,22 +390,7 @@ async fn dropping_the_stream_cancels_the_handler_and_the_connection_goes_on() {
                 items.message().await.unwrap().expect("an item");
             }
             drop(items);
-            assert!(
-                wait_until(Duration::from_secs(2), || probe
-                    .dropped
-                    .load(Ordering::SeqCst)
-                    == 1)
-                .await,
-                "{name}: the server dropped the producer"
-            );
-            assert!(
-                wait_until(Duration::from_secs(2), || server.metrics_text().contains(
-                    "brisk_calls_cancelled_total{service=\"Feed\",method=\"endless\"} 1"
-                ))
-                .await,
-                "{name}: counted cancelled:\n{}",
-                server.metrics_text()
-            );
+            endless_was_cancelled(&server, &probe, name).await;
             assert_eq!(feed.add(1, 1).await.unwrap(), 2, "{name}");
             feed.client().close();
             server.shutdown().await;
@@ -700,6 +705,76 @@ async fn open_streams_take_no_task_of_their_own() {
             feed.client().close();
             server.shutdown().await;
         }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_second_open_of_an_open_stream_id_is_refused_and_the_first_goes_on() {
+    use brisk::codec::{FrameCodec, FrameKind, OutFrame};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio_util::codec::Decoder;
+
+    bounded(20, async {
+        let (server, probe) = start(server_config(Dispatch::Direct, Default::default())).await;
+        let mut raw = tokio::net::TcpStream::connect(server.local_addr())
+            .await
+            .unwrap();
+        let msgpack = brisk::SerializerKind::MsgPack;
+        let frame = |id: u64, method: &'static str, body| {
+            let mut open = OutFrame::stream_open(msgpack.id(), "Feed", method, body);
+            open.request_id = id;
+            open
+        };
+        let endless = brisk::codec::BodyCodec::encode_body(msgpack, &(16usize,)).unwrap();
+        let mut out = bytes::BytesMut::new();
+        // No credit is ever granted: the first stream's producer waits.
+        frame(7, "endless", endless.clone())
+            .encode(&mut out, 1 << 20)
+            .unwrap();
+        frame(7, "endless", endless)
+            .encode(&mut out, 1 << 20)
+            .unwrap();
+        let add = brisk::codec::BodyCodec::encode_body(msgpack, &(2u64, 3u64)).unwrap();
+        let mut call = OutFrame::request(8, msgpack.id(), "Feed", "add", add);
+        call.request_id = 8;
+        call.encode(&mut out, 1 << 20).unwrap();
+        raw.write_all(&out).await.unwrap();
+
+        let mut codec = FrameCodec::new(1 << 20);
+        let mut buf = bytes::BytesMut::new();
+        let (mut refused, mut answered) = (None, None);
+        loop {
+            while let Some(frame) = codec.decode(&mut buf).unwrap() {
+                match (frame.header.request_id, frame.header.kind) {
+                    (7, FrameKind::StreamError) => {
+                        refused = frame.stream_end().err().map(|status| status.code())
+                    }
+                    (8, FrameKind::Response) => answered = Some(frame.code()),
+                    _ => {}
+                }
+            }
+            if refused.is_some() && answered.is_some() {
+                break;
+            }
+            let n = tokio::time::timeout(Duration::from_secs(5), raw.read_buf(&mut buf))
+                .await
+                .expect("an answer within 5 s")
+                .unwrap();
+            assert!(n > 0, "the server closed the connection");
+        }
+        assert_eq!(
+            refused,
+            Some(Code::BadRequest),
+            "the second open is refused"
+        );
+        assert_eq!(answered, Some(Code::Ok), "the connection goes on");
+        // The first stream is still open: closing the connection ends it,
+        // and its producer is dropped.
+        drop(raw);
+        // (counted as cancelled, as a stream its caller cancels is).
+        endless_was_cancelled(&server, &probe, "closed mid-stream").await;
+        server.shutdown().await;
     })
     .await;
 }

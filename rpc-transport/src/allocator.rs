@@ -26,7 +26,8 @@
 //!   2 MiB of free top, and [`release_freed`] trims past that when
 //!   connections go idle.
 //! - [`release_freed`] runs `malloc_trim` for smaller blocks when a connection
-//!   that had large frames goes idle, at most once per [`MIN_INTERVAL`].
+//!   goes idle — a client's that had large frames, a server's that served
+//!   calls — at most once per [`MIN_INTERVAL`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -69,6 +70,9 @@ impl Drop for Scheduled {
 /// runs on a blocking thread (it can take milliseconds); without a tokio
 /// runtime it runs here.
 pub fn release_freed() {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return; // nothing to trim: no timer or blocking thread for it
+    }
     if SCHEDULED.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -144,6 +148,7 @@ fn trim() {}
 mod tests {
     use super::*;
 
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[tokio::test]
     async fn requests_made_together_cost_one_trim_and_the_last_is_followed_by_one() {
         let before = LAST_TRIM_MS.load(Ordering::Acquire);

@@ -25,7 +25,8 @@ pub struct TransportConfig {
     pub max_frame_size: usize,
     /// Sizes the write buffers: a client connection's buffer is full at `16 ×`
     /// this many bytes, a server connection's unsent answers at `4 ×` (a single
-    /// larger frame is still taken), and a buffer grown past that is released.
+    /// larger frame is still taken), and a buffer grown past twice that (a
+    /// server's) or past it (a client's) is released once written.
     pub max_batch_bytes: usize,
     /// A client sends a ping when nothing was received for this long; both
     /// sides check for the idle timeout at this period.

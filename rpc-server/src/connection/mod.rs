@@ -231,8 +231,8 @@ async fn serve_halves<R, W>(
     let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
 
     let in_flight = Arc::new(InFlight::default());
-    // Streaming calls, each on a task of its own; their frames come back
-    // through the table's queue.
+    // Streaming calls, run by this task; their frames come back through
+    // the table's queue.
     let mut streams = ConnStreams::default();
     // Calls in progress, on this task and on the pool, and streams open.
     let calls = |streams: &ConnStreams| {
@@ -257,6 +257,8 @@ async fn serve_halves<R, W>(
     let mut armed = Some(idle.next_check());
     // The timer fired in the `select!`: handled at the top of the next turn.
     let mut timer_fired = false;
+    // A call or stream came since the last tidy.
+    let mut served = false;
     let mut stopping = false;
     // Set once evicted: the answer to new requests and the connection's last frame.
     let mut evicted: Option<RpcError> = None;
@@ -334,9 +336,10 @@ async fn serve_halves<R, W>(
                         direct = None;
                     }
                     expired = Vec::new();
-                    // And the allocator gives back what every connection
-                    // freed (one trim a second at most, shared by all).
-                    if ctx.config.memory.return_to_os {
+                    // And, after calls (not pings alone), the allocator gives
+                    // back what every connection freed (one trim a second at
+                    // most, shared by all).
+                    if std::mem::take(&mut served) && ctx.config.memory.return_to_os {
                         rpc_transport::allocator::release_freed();
                     }
                 }
@@ -439,6 +442,7 @@ async fn serve_halves<R, W>(
                 armed = Some(next);
             }
         }
+        served |= called || !streams.is_idle();
         call_activity.after_batch(called, calls(&streams) > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
@@ -535,6 +539,9 @@ async fn serve_halves<R, W>(
     // Streams too; what they queued before still goes out.
     streams.drain_into(&mut outbox);
     streams.close_all("the connection closed");
+    // One last turn of the streams' runs: each sees its call given up and
+    // ends it as cancelled (counted, traced), as a task of its own would.
+    let _ = std::future::poll_fn(|cx| Poll::Ready(streams.poll_streams(cx))).await;
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
     if let Some(pooled) = pooled {

@@ -207,6 +207,12 @@ impl Table {
             )));
         }
         let id = req.cx.request_id();
+        if self.open.contains_key(&id) {
+            return Err(RpcError::Status(Status::new(
+                Code::BadRequest,
+                format!("stream {id} is already open on this connection"),
+            )));
+        }
         let peer: Arc<dyn StreamPeer> = self.out.clone();
         let inbox = route
             .kind
@@ -296,13 +302,13 @@ impl Table {
     /// Whether no stream is open and no stream frame waits to be written:
     /// the connection need not look here.
     fn is_idle(&self) -> bool {
-        self.open.is_empty() && self.backlog.is_empty()
+        self.open.is_empty() && self.backlog.is_empty() && self.runs.is_empty()
     }
 
     /// See [`ConnStreams::poll_streams`].
     fn poll_streams(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        // `Ready(Some)`: a run ended (its id is in `out`); the others woken
-        // are polled by the next call. `Ready(None)`: none left.
+        // `Ready(Some)`: a run ended (its id is in `out`), and the loop
+        // polls the others woken. `Ready(None)`: none left.
         while let Poll::Ready(Some(())) = self.runs.poll_next_unpin(cx) {}
         if !self.backlog.is_empty() {
             return Poll::Ready(());

@@ -27,7 +27,7 @@ pub(crate) struct StreamOut {
 #[derive(Default)]
 struct State {
     frames: Vec<OutFrame>,
-    /// Streams whose task ended: the connection forgets them.
+    /// Streams whose run ended: the connection forgets them.
     ended: Vec<u64>,
     /// The connection task, when it waits for news.
     waker: Option<Waker>,
@@ -55,7 +55,7 @@ impl StreamOut {
         Ok(())
     }
 
-    /// Stream `id`'s task has ended (after queueing its last frame).
+    /// Stream `id`'s run has ended (after queueing its last frame).
     pub fn ended(&self, id: u64) {
         let waker = {
             let mut st = self.state.lock();
