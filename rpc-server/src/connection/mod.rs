@@ -421,7 +421,7 @@ async fn serve_halves<R, W>(
         if !streams.is_idle() {
             // The handlers the batch's items (or opens) woke run now, so
             // their answers leave with this batch.
-            let _ = std::future::poll_fn(|cx| Poll::Ready(streams.poll_streams(cx))).await;
+            streams.run_woken().await;
             streams.write_into(&mut outbox);
         }
         if calls(&streams) == 0 {
@@ -541,7 +541,7 @@ async fn serve_halves<R, W>(
     streams.close_all("the connection closed");
     // One last turn of the streams' runs: each sees its call given up and
     // ends it as cancelled (counted, traced), as a task of its own would.
-    let _ = std::future::poll_fn(|cx| Poll::Ready(streams.poll_streams(cx))).await;
+    streams.run_woken().await;
     // Answers already encoded still go out (good frames before a bad one, the
     // last answers of a graceful shutdown), unless the server is forced down.
     if let Some(pooled) = pooled {

@@ -158,6 +158,17 @@ impl ConnStreams {
             .map_or(Poll::Pending, |t| t.poll_streams(cx))
     }
 
+    /// Runs the streams' handlers that were woken, now, on the calling task
+    /// (see [`poll_streams`](Self::poll_streams)); what they queue is left
+    /// for [`write_into`](Self::write_into).
+    pub async fn run_woken(&mut self) {
+        std::future::poll_fn(|cx| {
+            let _ = self.poll_streams(cx);
+            Poll::Ready(())
+        })
+        .await
+    }
+
     /// Moves the frames the streams queued into `outbox` while it has room
     /// (the rest wait, in order, for the next turn), and forgets the streams
     /// that ended.
