@@ -836,3 +836,32 @@ async fn fixed_connections_share_a_write_among_calls_made_together() {
     })
     .await;
 }
+
+/// A lone caller that comes back at once is busy-polled for on a server
+/// whose runtime has one worker (this test's); every call is still
+/// answered, in every dispatch mode, also after pauses longer than the
+/// poll (the connection parks again and is woken as usual) and with the
+/// poll turned off.
+#[tokio::test]
+async fn a_lone_caller_is_answered_every_time_with_busy_polling_on_or_off() {
+    bounded(60, async {
+        for busy_poll in [Duration::from_micros(50), Duration::ZERO] {
+            for (name, dispatch, queue) in dispatch_variants() {
+                let mut config = server_config(dispatch, queue);
+                config.busy_poll = busy_poll;
+                let (server, _) = start(config).await;
+                let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+                for round in 0..3i64 {
+                    for i in 0..300i64 {
+                        assert_eq!(calc.add(round, i).await.unwrap(), round + i, "{name}");
+                    }
+                    // Longer than the poll: the connection parks.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                drop(calc);
+                server.shutdown().await;
+            }
+        }
+    })
+    .await;
+}

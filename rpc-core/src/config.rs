@@ -221,3 +221,22 @@ pub mod duration_ms {
         u64::deserialize(d).map(Duration::from_millis)
     }
 }
+
+/// Serde adapter writing a `Duration` as whole microseconds, for the few keys
+/// finer than a millisecond (`busy_poll_us = 50`). Use with
+/// `#[serde(with = "rpc_core::config::duration_us")]`.
+pub mod duration_us {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Serializes as microseconds.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_micros().min(u64::MAX as u128) as u64)
+    }
+
+    /// Deserializes from microseconds.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_micros)
+    }
+}

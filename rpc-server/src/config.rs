@@ -81,6 +81,13 @@ pub struct ServerConfig {
     /// Requests one connection may have in progress; beyond it the server stops
     /// reading that connection until one completes (TCP pushes back on the client).
     pub max_in_flight_per_connection: usize,
+    /// How long a connection whose client comes back within this time polls
+    /// for the client's next frame before its task parks (`0`: never): a
+    /// lone caller's round trip without the wake-ups. Only on a runtime with
+    /// one worker thread, and spent only when that thread has nothing else
+    /// to run; at most [`ServerConfig::MAX_BUSY_POLL`].
+    #[serde(rename = "busy_poll_us", with = "rpc_core::config::duration_us")]
+    pub busy_poll: Duration,
     /// What large frames may hold, and whether freed memory goes back to the system.
     pub memory: MemoryConfig,
     /// Streaming calls: the flow window and how many one connection may open.
@@ -111,6 +118,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_connections_per_ip: None,
             max_in_flight_per_connection: 4096,
+            busy_poll: Duration::from_micros(50),
             memory: MemoryConfig::default(),
             streams: StreamConfig::default(),
             compression: AnswerCompression::default(),
@@ -157,6 +165,10 @@ impl Default for MemoryConfig {
 }
 
 impl ServerConfig {
+    /// The largest `busy_poll` accepted: a millisecond of spinning per
+    /// answered batch is already more than any round trip it could save.
+    pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
+
     /// Loads a config from a `.toml`, `.yaml` or `.yml` file and validates it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, RpcError> {
         let config: ServerConfig = rpc_core::config::load_file(path)?;
@@ -196,6 +208,15 @@ impl ServerConfig {
             return Err(RpcError::config(
                 "max_connections_per_ip",
                 "must be at least 1 (leave it out for no per-address cap)",
+            ));
+        }
+        if self.busy_poll > Self::MAX_BUSY_POLL {
+            return Err(RpcError::config(
+                "busy_poll_us",
+                format!(
+                    "must be at most {} (it is CPU spent per answered batch; 0 turns it off)",
+                    Self::MAX_BUSY_POLL.as_micros()
+                ),
             ));
         }
         if self.max_in_flight_per_connection == 0 {
@@ -455,6 +476,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("max_in_flight_per_connection"));
+        let c: ServerConfig = parse_str("busy_poll_us = 20", ConfigFormat::Toml).unwrap();
+        assert_eq!(c.busy_poll, Duration::from_micros(20));
+        assert!(c.validate().is_ok());
+        let c: ServerConfig = parse_str("busy_poll_us = 5000", ConfigFormat::Toml).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("busy_poll_us") && err.contains("at most 1000"),
+            "{err}"
+        );
         let mut c = ServerConfig::default();
         if let Some(pool) = c.dispatch.pool_mut() {
             pool.core_threads = pool.max_threads + 1;

@@ -200,6 +200,13 @@ impl ServerBuilder {
         self.set(move |c| c.max_in_flight_per_connection = n)
     }
 
+    /// How long a connection whose client comes back at once polls for its
+    /// next frame before parking (`ZERO`: never; see
+    /// [`ServerConfig::busy_poll`](crate::ServerConfig::busy_poll)).
+    pub fn busy_poll(self, limit: Duration) -> Self {
+        self.set(move |c| c.busy_poll = limit)
+    }
+
     /// How long a graceful shutdown waits for in-flight calls.
     pub fn shutdown_grace(self, grace: Duration) -> Self {
         self.set(move |c| c.shutdown_grace = grace)

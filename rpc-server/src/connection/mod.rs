@@ -88,6 +88,7 @@
 //! [`CallActivity`]: after each batch, one relaxed store when the batch held a
 //! request or the connection's busy state changed; no lock per request.
 
+mod busy_poll;
 mod idle;
 mod live;
 mod on_frame;
@@ -112,6 +113,7 @@ use crate::dispatch::{start_call, InFlight};
 use crate::listener::{Accepted, Peer};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
+use busy_poll::BusyPoll;
 use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
@@ -268,6 +270,7 @@ async fn serve_halves<R, W>(
     // A frame read by the `select!` below, handled at the top of the next turn
     // together with every frame already buffered behind it.
     let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
+    let mut busy_poll = BusyPoll::new(ctx.config.busy_poll);
 
     // Created once and pinned, and polled only to register (see `StopWatch`).
     let closed = close.closed();
@@ -305,6 +308,10 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
+        let arrived = next_frame.is_some();
+        if arrived {
+            busy_poll.arrived(clock);
+        }
         // The timer first: a client that keeps the socket busy must not
         // keep the timer's branch of the `select!` below from ever running.
         if timer_fired || armed.is_some_and(|at| at.into_std() <= clock) {
@@ -450,6 +457,11 @@ async fn serve_halves<R, W>(
             close.close(e);
             break;
         }
+        if arrived {
+            let waiting = pooled.is_some_and(|p| p.in_flight() > 0)
+                || direct.as_ref().is_some_and(|d| !d.is_empty());
+            busy_poll.answered(clock, !waiting && !stopping && outbox.is_empty());
+        }
 
         if stopping && calls(&streams) == 0 && next_frame.is_none() {
             drained = true;
@@ -463,6 +475,7 @@ async fn serve_halves<R, W>(
             break;
         }
         let was_stopping = stopping;
+        let polling = can_read && busy_poll.polling();
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
@@ -514,6 +527,8 @@ async fn serve_halves<R, W>(
             }
             _ = &mut timer, if armed.is_some() => timer_fired = true,
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
+            // Last: only when nothing above is ready (see `busy_poll`).
+            _ = tokio::task::yield_now(), if polling => {}
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
                 Stop::Closed => break,
                 Stop::Forced => {
