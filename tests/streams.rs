@@ -1054,3 +1054,37 @@ async fn a_window_of_large_items_is_written_out_whole() {
     })
     .await;
 }
+
+/// A ping-pong caller (one item, then its echo, then the next) is polled for
+/// by its connection on a one-worker runtime (this test's) in both dispatch
+/// modes — a stream runs on its connection either way — and every item
+/// comes back in order.
+#[tokio::test]
+async fn a_ping_pong_caller_is_busy_polled_for_in_both_dispatch_modes() {
+    bounded(60, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let mut config = server_config(dispatch, queue);
+            // The longest poll allowed: a loaded test machine still comes
+            // back within it.
+            config.busy_poll = Duration::from_millis(1);
+            let (server, _probe) = start(config).await;
+            let feed = one_connection(&server, 16).await;
+            let (items, rx) = futures::channel::mpsc::unbounded::<Item>();
+            let mut back = feed.echo("p".into(), rx).await.unwrap();
+            for i in 0..300u64 {
+                items.unbounded_send((i, vec![7; 32])).unwrap();
+                let (tag, (n, _)) = back.next().await.expect("an echo").expect("an item");
+                assert_eq!((tag.as_str(), n), ("p", i), "{name}");
+            }
+            drop(items);
+            assert!(back.next().await.is_none(), "{name}: the stream ends");
+            assert!(
+                server.stats().busy_polled_frames > 0,
+                "{name}: the caller's items were polled for"
+            );
+            feed.client().close();
+            server.shutdown().await;
+        }
+    })
+    .await;
+}

@@ -81,11 +81,12 @@ pub struct ServerConfig {
     /// Requests one connection may have in progress; beyond it the server stops
     /// reading that connection until one completes (TCP pushes back on the client).
     pub max_in_flight_per_connection: usize,
-    /// How long a connection whose client comes back within this time polls
-    /// for the client's next frame before its task parks (`0`: never): a
-    /// lone caller's round trip without the wake-ups. Only on a runtime with
-    /// one worker thread, and spent only when that thread has nothing else
-    /// to run; at most [`ServerConfig::MAX_BUSY_POLL`].
+    /// How long a connection whose client came back within this time twice
+    /// in a row polls for the client's next frame before its task parks
+    /// (`0`: never): a lone caller's round trip without the wake-ups. Only
+    /// on a runtime with one worker thread, for a connection whose calls do
+    /// not go to the worker pool and with none pending on it; at most
+    /// [`ServerConfig::MAX_BUSY_POLL`].
     #[serde(rename = "busy_poll_us", with = "rpc_core::config::duration_us")]
     pub busy_poll: Duration,
     /// What large frames may hold, and whether freed memory goes back to the system.

@@ -207,6 +207,12 @@ impl Collector for ServerCollector {
         )?;
         single(
             e,
+            "brisk_busy_polled_frames",
+            "Frames read while their connection busy-polled for them (wake-ups saved).",
+            counter(stats.busy_polled_frames),
+        )?;
+        single(
+            e,
             "brisk_bytes_in",
             "Bytes read from clients.",
             counter(self.io.bytes_in()),

@@ -25,6 +25,9 @@ pub struct ServerStats {
     pub errors: AtomicU64,
     /// Requests rejected because the worker pool was full.
     pub busy_rejections: AtomicU64,
+    /// Frames read while their connection was busy-polling for them, each a
+    /// wake-up saved (`busy_poll`).
+    pub busy_polled_frames: AtomicU64,
 }
 
 /// A point-in-time copy of [`ServerStats`] (fields as documented there).
@@ -38,6 +41,7 @@ pub struct StatsSnapshot {
     pub requests: u64,
     pub errors: u64,
     pub busy_rejections: u64,
+    pub busy_polled_frames: u64,
 }
 
 impl ServerStats {
@@ -51,6 +55,7 @@ impl ServerStats {
             requests: self.requests.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
             busy_rejections: self.busy_rejections.load(Ordering::Relaxed),
+            busy_polled_frames: self.busy_polled_frames.load(Ordering::Relaxed),
         }
     }
 }

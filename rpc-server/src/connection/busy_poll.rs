@@ -6,85 +6,123 @@
 //! A lone caller (one call or one stream item at a time) waits a full round
 //! trip per message, and on loopback most of that round trip is wake-ups: the
 //! runtime thread parked in `epoll_wait` must be woken when the next request
-//! arrives (on this machine's VM, 10–15 µs of a 30 µs round trip). A thread
-//! that is still running when the bytes land needs no wake-up.
+//! arrives (on the test machine's VM, about 10 µs of a 30 µs round trip). A
+//! thread that is still running when the bytes land needs no wake-up.
 //!
 //! # How, and what it costs
 //!
-//! After writing the answers to a batch, a connection *in rhythm* — its last
-//! request came within `busy_poll` of the answers before it —
-//! yields (`tokio::task::yield_now`) instead of parking, until a frame comes
-//! or `busy_poll` has passed since the answers went out. A yielded task runs
-//! again only once the runtime thread has nothing else to do, and the
-//! runtime polls its I/O driver without sleeping (`epoll_wait` with a zero
-//! timeout) before it does: other connections' tasks run as usual, so this
-//! only spends what would otherwise be idle time — at most `busy_poll` of
-//! one thread's CPU per answered batch. It never spins while calls are on
-//! the worker pool (the worker needs the core) or pending on the task, nor
-//! for a client that is slower than `busy_poll`.
+//! A connection is *in rhythm* once its client's last [`RHYTHM`] frames each
+//! came within `busy_poll` of the answers before them. After a turn that
+//! wrote answers (or read frames) with nothing left pending, such a
+//! connection yields (`tokio::task::yield_now`) instead of parking, until a
+//! frame comes or `busy_poll` has passed. A yielded task runs again once the
+//! runtime thread has run what else was ready (and at tokio's periodic
+//! maintenance), after the runtime polled its I/O driver with a zero timeout
+//! (`epoll_wait` without sleeping), so other connections keep their turns:
+//! the poll spends what would otherwise be idle time, at most `busy_poll` of
+//! one thread's CPU per answered batch.
 //!
-//! Only on a runtime with one worker thread (`current_thread`, or
-//! `multi_thread` with one worker): with more, another worker may be the one
-//! blocked in `epoll_wait` when the bytes land, and it is woken for them
-//! while this one polls a driver it cannot take — measured, the spin then
-//! only burned CPU. On one worker it took the 1:1 round trip from 32–41 µs
-//! to 22–24 µs (BENCHMARKS.md, "Busy-polling a lone caller").
+//! It is off
+//! - for a connection whose **calls go to the worker pool**: the worker that
+//!   runs them needs the core (the pool has its own lone-caller spin,
+//!   `pool::rhythm`); each turn that hands calls to the pool starts the
+//!   rhythm over. Streams run on the connection in both dispatch modes, so
+//!   a stream's caller is polled for either way;
+//! - while a direct call is **pending** on the task, or the connection is
+//!   stopping;
+//! - on a runtime with **more than one worker**: tokio lets one worker at a
+//!   time poll the I/O driver, so the one blocked in `epoll_wait` is woken
+//!   for the socket while this one polls a driver it cannot take — measured,
+//!   the poll then only burned CPU.
+//!
+//! Open streams do not turn it off: a stream waiting for its caller's next
+//! item is exactly what a ping-pong caller's connection is. A stream that
+//! waits on something else may cost up to `busy_poll` per frame it receives.
+//!
+//! On one worker it took the 1:1 round trip from 32–41 µs to 22–24 µs
+//! (BENCHMARKS.md, "Busy-polling a lone caller").
 
 use std::time::{Duration, Instant};
+
+/// Frames in a row that must come back within `busy_poll` before the
+/// connection polls: one quick pair of frames is not yet a caller's rhythm.
+const RHYTHM: u8 = 2;
 
 /// One connection's busy-poll state (see the module docs).
 #[derive(Debug)]
 pub(super) struct BusyPoll {
     /// How long to poll after the answers went out (`ZERO`: never).
     limit: Duration,
-    /// When the last batch's answers went out, while no frame came since.
+    /// When the last answers went out, while no frame came since.
     answered: Option<Instant>,
-    /// The client's last frame came within `limit` of the answers before it.
-    in_rhythm: bool,
+    /// Frames in a row that came within `limit` of the answers before them
+    /// (up to [`RHYTHM`]).
+    quick: u8,
     /// Polling until then instead of parking.
-    until: Option<Instant>,
+    poll_until: Option<Instant>,
 }
 
 impl BusyPoll {
-    /// `limit` on a runtime with one worker thread; on a runtime with more
-    /// the poll would not see the socket (see the module docs), so `ZERO`.
+    /// `limit` when the connection's runtime has one worker thread, `ZERO`
+    /// otherwise (see the module docs).
     pub(super) fn new(limit: Duration) -> Self {
         let one_worker = tokio::runtime::Handle::try_current()
             .is_ok_and(|runtime| runtime.metrics().num_workers() == 1);
+        Self::with_limit(if one_worker { limit } else { Duration::ZERO })
+    }
+
+    /// The turn handed calls to the worker pool: the rhythm starts over, so
+    /// a connection whose calls go to the pool is not polled for (the
+    /// worker that runs them needs the core).
+    pub(super) fn pooled(&mut self) {
+        self.quick = 0;
+    }
+
+    fn with_limit(limit: Duration) -> Self {
         BusyPoll {
-            limit: if one_worker { limit } else { Duration::ZERO },
+            limit,
             answered: None,
-            in_rhythm: false,
-            until: None,
+            quick: 0,
+            poll_until: None,
         }
     }
 
-    /// A frame arrived (the turn that handles it began at `now`): whether
-    /// the client is in rhythm is how long after the last answers it came.
-    pub(super) fn arrived(&mut self, now: Instant) {
+    /// A frame arrived (the turn that handles it began at `now`): it keeps
+    /// the rhythm if it came within the limit of the last answers. Returns
+    /// whether the connection was polling for it (a wake-up saved).
+    pub(super) fn arrived(&mut self, now: Instant) -> bool {
         if let Some(answered) = self.answered.take() {
-            self.in_rhythm = now.saturating_duration_since(answered) <= self.limit;
+            self.quick = if now.saturating_duration_since(answered) <= self.limit {
+                (self.quick + 1).min(RHYTHM)
+            } else {
+                0
+            };
         }
-        self.until = None;
+        self.poll_until.take().is_some()
     }
 
-    /// The answers to the frames that arrived went out at `now`; `may_spin`:
-    /// nothing else is in progress that needs this thread or another core.
-    pub(super) fn answered(&mut self, now: Instant, may_spin: bool) {
+    /// The turn's answers went out at `now`; `may_poll`: nothing is pending
+    /// on the task and the connection is not stopping.
+    pub(super) fn answered(&mut self, now: Instant, may_poll: bool) {
         if self.limit.is_zero() {
             return;
         }
         self.answered = Some(now);
-        self.until = (may_spin && self.in_rhythm).then(|| now + self.limit);
+        self.poll_until = (may_poll && self.quick >= RHYTHM).then(|| now + self.limit);
     }
 
     /// Whether the task should yield rather than park now. Reads the clock
-    /// only while polling.
-    pub(super) fn polling(&mut self) -> bool {
-        match self.until {
-            Some(until) if Instant::now() < until => true,
+    /// only while polling; once the limit has passed, polling is over until
+    /// the next answers.
+    pub(super) fn keep_polling(&mut self) -> bool {
+        self.poll_until.is_some() && self.keep_polling_at(Instant::now())
+    }
+
+    fn keep_polling_at(&mut self, now: Instant) -> bool {
+        match self.poll_until {
+            Some(until) if now < until => true,
             Some(_) => {
-                self.until = None;
+                self.poll_until = None;
                 false
             }
             None => false,
@@ -97,81 +135,93 @@ mod tests {
     use super::*;
 
     const LIMIT: Duration = Duration::from_micros(50);
+    const SOON: Duration = Duration::from_micros(20);
 
-    fn on_one_worker() -> BusyPoll {
-        BusyPoll {
-            limit: LIMIT,
-            answered: None,
-            in_rhythm: false,
-            until: None,
+    /// Answers at `t`, the next frame `gap` later, `times` times; returns
+    /// when the last answers went out.
+    fn calls(poll: &mut BusyPoll, mut t: Instant, gap: Duration, times: usize) -> Instant {
+        for _ in 0..times {
+            poll.answered(t, true);
+            t += gap;
+            poll.arrived(t);
+            t += Duration::from_micros(1);
         }
+        t
     }
 
     #[test]
-    fn a_client_that_comes_back_within_the_limit_is_polled_for() {
-        let mut poll = on_one_worker();
-        let t0 = Instant::now();
-        poll.arrived(t0);
-        poll.answered(t0, true);
+    fn a_client_that_keeps_coming_back_within_the_limit_is_polled_for() {
+        let mut poll = BusyPoll::with_limit(LIMIT);
+        let t = calls(&mut poll, Instant::now(), SOON, 1);
+        poll.answered(t, true);
+        assert!(!poll.keep_polling_at(t), "one quick frame is not a rhythm");
+        poll.arrived(t + SOON);
+        let t = t + SOON + Duration::from_micros(1);
+        poll.answered(t, true);
+        assert!(poll.keep_polling_at(t + SOON), "two in a row are");
+        assert!(poll.arrived(t + SOON), "it was polled for");
         assert!(
-            !poll.polling(),
-            "the first frame says nothing of the rhythm"
+            !poll.keep_polling_at(t + SOON),
+            "a frame came: no more polling"
         );
-        poll.arrived(t0 + Duration::from_micros(20));
-        poll.answered(Instant::now(), true);
-        assert!(poll.polling());
-        poll.arrived(Instant::now());
-        assert!(!poll.polling(), "a frame came: no more polling");
     }
 
     #[test]
-    fn a_slow_client_or_other_work_is_not_polled_for() {
-        let mut poll = on_one_worker();
-        let t0 = Instant::now();
-        poll.answered(t0, true);
-        poll.arrived(t0 + Duration::from_millis(1));
-        poll.answered(t0 + Duration::from_millis(1), true);
-        assert!(!poll.polling(), "came back after the limit");
+    fn a_slow_client_or_pending_work_is_not_polled_for() {
+        let mut poll = BusyPoll::with_limit(LIMIT);
+        let t = calls(&mut poll, Instant::now(), SOON, 3);
+        let t = calls(&mut poll, t, Duration::from_millis(1), 1);
+        poll.answered(t, true);
+        assert!(!poll.keep_polling_at(t), "one slow frame breaks the rhythm");
 
-        let mut poll = on_one_worker();
-        poll.answered(t0, true);
-        poll.arrived(t0 + Duration::from_micros(10));
-        poll.answered(Instant::now(), false);
-        assert!(
-            !poll.polling(),
-            "calls on the pool or pending need the core"
-        );
+        let mut poll = BusyPoll::with_limit(LIMIT);
+        let t = calls(&mut poll, Instant::now(), SOON, 3);
+        poll.answered(t, false);
+        assert!(!poll.keep_polling_at(t), "a pending call needs the thread");
     }
 
     #[test]
     fn polling_ends_at_the_limit() {
-        let mut poll = on_one_worker();
-        let t0 = Instant::now();
-        poll.answered(t0, true);
-        poll.arrived(t0);
-        poll.answered(t0 - LIMIT, true);
-        assert!(!poll.polling(), "the limit has passed since the answers");
-        assert!(poll.until.is_none());
+        let mut poll = BusyPoll::with_limit(LIMIT);
+        let t = calls(&mut poll, Instant::now(), SOON, 3);
+        poll.answered(t, true);
+        assert!(poll.keep_polling_at(t + LIMIT - Duration::from_micros(1)));
+        assert!(!poll.keep_polling_at(t + LIMIT));
+        assert!(poll.poll_until.is_none(), "over until the next answers");
+        assert!(!poll.keep_polling());
     }
 
     #[test]
-    fn never_on_a_runtime_with_more_workers_or_when_off() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
+    fn calls_on_the_pool_start_the_rhythm_over() {
+        let mut poll = BusyPoll::with_limit(LIMIT);
+        let t = calls(&mut poll, Instant::now(), SOON, 3);
+        poll.pooled();
+        poll.answered(t, true);
+        assert!(!poll.keep_polling_at(t));
+        let t = calls(&mut poll, t, SOON, 1);
+        poll.pooled();
+        let t = calls(&mut poll, t, SOON, 1);
+        poll.answered(t, true);
+        assert!(
+            !poll.keep_polling_at(t),
+            "a pooled call in every other turn"
+        );
+    }
+
+    #[test]
+    fn never_with_more_workers_or_when_off() {
+        let two = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .build()
             .unwrap();
-        let poll = runtime.block_on(async { BusyPoll::new(LIMIT) });
-        assert!(poll.limit.is_zero());
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        assert!(two.block_on(async { BusyPoll::new(LIMIT) }).limit.is_zero());
+        let one = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let poll = runtime.block_on(async { BusyPoll::new(LIMIT) });
-        assert_eq!(poll.limit, LIMIT);
-        let mut off = runtime.block_on(async { BusyPoll::new(Duration::ZERO) });
-        let t0 = Instant::now();
-        off.answered(t0, true);
-        off.arrived(t0);
-        off.answered(t0, true);
-        assert!(!off.polling());
+        assert_eq!(one.block_on(async { BusyPoll::new(LIMIT) }).limit, LIMIT);
+        let mut off = one.block_on(async { BusyPoll::new(Duration::ZERO) });
+        let t = calls(&mut off, Instant::now(), SOON, 3);
+        off.answered(t, true);
+        assert!(!off.keep_polling_at(t));
     }
 }

@@ -11,7 +11,9 @@
 //! task of their own; see `reply::outbox`). Pool threads encode their answers
 //! into the connection's [`PoolAnswers`], which the task moves into the
 //! outbox. Only then does it wait — for input, for the socket to take the rest
-//! of the outbox, for calls to finish and for stop news — in one `select!`.
+//! of the outbox, for calls to finish and for stop news — in one `select!`;
+//! on a one-worker runtime, a client that comes straight back (and whose
+//! calls do not go to the pool) is polled for a moment instead (`busy_poll`).
 //!
 //! Backpressure: the task stops reading while its outbox is past the
 //! high-water mark (a client that does not read its answers stalls only
@@ -95,6 +97,7 @@ mod on_frame;
 mod stop_watch;
 
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -309,8 +312,8 @@ async fn serve_halves<R, W>(
         let mut clock = Instant::now();
         let mut called = false;
         let arrived = next_frame.is_some();
-        if arrived {
-            busy_poll.arrived(clock);
+        if arrived && busy_poll.arrived(clock) {
+            ctx.stats.busy_polled_frames.fetch_add(1, Ordering::Relaxed);
         }
         // The timer first: a client that keeps the socket busy must not
         // keep the timer's branch of the `select!` below from ever running.
@@ -421,6 +424,7 @@ async fn serve_halves<R, W>(
         // all of them, and none if a worker is awake to take them.
         if let (true, Some(lane)) = (called, &pool_lane) {
             lane.pool.wake_idle();
+            busy_poll.pooled();
         }
         if let Some(pooled) = pooled {
             outbox.take_pooled(pooled);
@@ -453,14 +457,14 @@ async fn serve_halves<R, W>(
         call_activity.after_batch(called, calls(&streams) > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
+        let answering = !outbox.is_empty();
         if let Err(e) = outbox.write_now().await {
             close.close(e);
             break;
         }
-        if arrived {
-            let waiting = pooled.is_some_and(|p| p.in_flight() > 0)
-                || direct.as_ref().is_some_and(|d| !d.is_empty());
-            busy_poll.answered(clock, !waiting && !stopping && outbox.is_empty());
+        if arrived || answering {
+            let pending = direct.as_ref().is_some_and(|d| !d.is_empty());
+            busy_poll.answered(clock, !pending && !stopping && outbox.is_empty());
         }
 
         if stopping && calls(&streams) == 0 && next_frame.is_none() {
@@ -475,7 +479,7 @@ async fn serve_halves<R, W>(
             break;
         }
         let was_stopping = stopping;
-        let polling = can_read && busy_poll.polling();
+        let polling = can_read && !stopping && busy_poll.keep_polling();
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
@@ -527,8 +531,6 @@ async fn serve_halves<R, W>(
             }
             _ = &mut timer, if armed.is_some() => timer_fired = true,
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
-            // Last: only when nothing above is ready (see `busy_poll`).
-            _ = tokio::task::yield_now(), if polling => {}
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
                 Stop::Closed => break,
                 Stop::Forced => {
@@ -541,6 +543,9 @@ async fn serve_halves<R, W>(
                     stopping = true;
                 }
             },
+            // Last, so only when nothing above is ready: a client in rhythm
+            // is polled for instead of parking (see `busy_poll`).
+            _ = tokio::task::yield_now(), if polling => {}
         }
     }
     // Calls still running here are abandoned (a forced stop, a broken
