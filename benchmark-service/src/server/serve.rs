@@ -139,6 +139,16 @@ where
 
 /// The block printed at start: address, dispatch, queue, core/max threads, queue size,
 /// keep-alive, I/O threads, max frame size, database and data directory.
+/// What the server's `busy_poll` does with this many I/O threads (it is on
+/// only on a runtime with one worker).
+fn busy_poll_text(limit: Duration, io_threads: usize) -> String {
+    match (limit.as_micros(), io_threads) {
+        (0, _) => "off".to_owned(),
+        (us, 1) => format!("{us} µs"),
+        (us, _) => format!("{us} µs (unused: more than one io thread)"),
+    }
+}
+
 pub fn effective_config_text(server: &StartedServer) -> String {
     let config = server.config();
     let default_pool = PoolConfig::default();
@@ -168,6 +178,10 @@ pub fn effective_config_text(server: &StartedServer) -> String {
             pool.keep_alive.as_millis()
         ),
         format!("  io threads       {}", server.io_threads),
+        format!(
+            "  busy poll        {}",
+            busy_poll_text(config.busy_poll, server.io_threads)
+        ),
         format!(
             "  max frame size   {frame} bytes ({:.1} MiB)",
             frame as f64 / (1024.0 * 1024.0)

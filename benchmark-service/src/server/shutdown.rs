@@ -43,7 +43,8 @@ pub(super) fn shutdown_text(
         "brisk benchmark server stopped ({cause})\n  \
          drained          {} in {} ms\n  \
          requests         {} ({} errors, {} rejected as busy)\n  \
-         connections      {} accepted, {} refused, {} evicted",
+         connections      {} accepted, {} refused, {} evicted\n  \
+         busy-polled      {} frames",
         if report.drained {
             "all in-flight calls"
         } else {
@@ -56,6 +57,7 @@ pub(super) fn shutdown_text(
         stats.accepted_connections,
         stats.refused_connections,
         stats.evicted_connections,
+        stats.busy_polled_frames,
     )
 }
 
