@@ -31,8 +31,8 @@
 //!    `admission` (connection limits, eviction) and `refusal` (telling a
 //!    refused connection why) sit at its door.
 //! 2. `connection` — one task per connection: reads a batch of frames, hands
-//!    each call on, writes the batch's answers, winds down on stop or
-//!    eviction. The HTTP gateway (`http`, feature `http`) is the other door
+//!    each call on, writes the batch's answers, busy-polls a lone caller on a
+//!    one-worker runtime, winds down on stop or eviction. The HTTP gateway (`http`, feature `http`) is the other door
 //!    to the same calls.
 //! 3. [`router`] — service and method name to handler.
 //! 4. `dispatch` — runs one call: interceptors, tower layers (`layers`,
@@ -42,8 +42,8 @@
 //! 5. `reply` — the answer: its frame, the pool's hand-over buffer back to the
 //!    connection, the connection's coalescing `Outbox`.
 //! 6. `stream` — streaming calls: a connection's open streams (routed by
-//!    id), the task each runs on (interceptors, handler, deadline, one end)
-//!    and the queue their frames go back to the connection through; the HTTP
+//!    id), each run by its connection's task (interceptors, handler,
+//!    deadline, one end), and the queue their frames go back through; the HTTP
 //!    gateway reads server streams in process (`stream::LocalFlow`).
 //!
 //! Shared by all of them: `ctx` (the `ServerCtx` every task holds, with the
