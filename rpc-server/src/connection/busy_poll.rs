@@ -48,18 +48,19 @@ use std::time::{Duration, Instant};
 /// connection polls: one quick pair of frames is not yet a caller's rhythm.
 const RHYTHM: u8 = 2;
 
-/// One connection's busy-poll state (see the module docs).
+/// One connection's busy-poll state (see the module docs). 24 bytes: it
+/// lives in every connection's future, idle ones included.
 #[derive(Debug)]
 pub(super) struct BusyPoll {
-    /// How long to poll after the answers went out (`ZERO`: never).
-    limit: Duration,
     /// When the last answers went out, while no frame came since.
     answered: Option<Instant>,
-    /// Frames in a row that came within `limit` of the answers before them
-    /// (up to [`RHYTHM`]).
+    /// How long to poll after the answers went out, in µs (`0`: never).
+    limit_us: u32,
+    /// Frames in a row that came within the limit of the answers before
+    /// them (up to [`RHYTHM`]).
     quick: u8,
-    /// Polling until then instead of parking.
-    poll_until: Option<Instant>,
+    /// Polling (until `answered` + the limit) instead of parking.
+    polling: bool,
 }
 
 impl BusyPoll {
@@ -71,6 +72,19 @@ impl BusyPoll {
         Self::with_limit(if one_worker { limit } else { Duration::ZERO })
     }
 
+    fn with_limit(limit: Duration) -> Self {
+        BusyPoll {
+            answered: None,
+            limit_us: u32::try_from(limit.as_micros()).unwrap_or(u32::MAX),
+            quick: 0,
+            polling: false,
+        }
+    }
+
+    fn limit(&self) -> Duration {
+        Duration::from_micros(u64::from(self.limit_us))
+    }
+
     /// The turn handed calls to the worker pool: the rhythm starts over, so
     /// a connection whose calls go to the pool is not polled for (the
     /// worker that runs them needs the core).
@@ -78,55 +92,41 @@ impl BusyPoll {
         self.quick = 0;
     }
 
-    fn with_limit(limit: Duration) -> Self {
-        BusyPoll {
-            limit,
-            answered: None,
-            quick: 0,
-            poll_until: None,
-        }
-    }
-
     /// A frame arrived (the turn that handles it began at `now`): it keeps
     /// the rhythm if it came within the limit of the last answers. Returns
     /// whether the connection was polling for it (a wake-up saved).
     pub(super) fn arrived(&mut self, now: Instant) -> bool {
         if let Some(answered) = self.answered.take() {
-            self.quick = if now.saturating_duration_since(answered) <= self.limit {
+            self.quick = if now.saturating_duration_since(answered) <= self.limit() {
                 (self.quick + 1).min(RHYTHM)
             } else {
                 0
             };
         }
-        self.poll_until.take().is_some()
+        std::mem::take(&mut self.polling)
     }
 
     /// The turn's answers went out at `now`; `may_poll`: nothing is pending
     /// on the task and the connection is not stopping.
     pub(super) fn answered(&mut self, now: Instant, may_poll: bool) {
-        if self.limit.is_zero() {
+        if self.limit_us == 0 {
             return;
         }
         self.answered = Some(now);
-        self.poll_until = (may_poll && self.quick >= RHYTHM).then(|| now + self.limit);
+        self.polling = may_poll && self.quick >= RHYTHM;
     }
 
     /// Whether the task should yield rather than park now. Reads the clock
     /// only while polling; once the limit has passed, polling is over until
     /// the next answers.
     pub(super) fn keep_polling(&mut self) -> bool {
-        self.poll_until.is_some() && self.keep_polling_at(Instant::now())
+        self.polling && self.keep_polling_at(Instant::now())
     }
 
     fn keep_polling_at(&mut self, now: Instant) -> bool {
-        match self.poll_until {
-            Some(until) if now < until => true,
-            Some(_) => {
-                self.poll_until = None;
-                false
-            }
-            None => false,
-        }
+        let until = self.answered.map(|answered| answered + self.limit());
+        self.polling = self.polling && until.is_some_and(|until| now < until);
+        self.polling
     }
 }
 
@@ -187,8 +187,13 @@ mod tests {
         poll.answered(t, true);
         assert!(poll.keep_polling_at(t + LIMIT - Duration::from_micros(1)));
         assert!(!poll.keep_polling_at(t + LIMIT));
-        assert!(poll.poll_until.is_none(), "over until the next answers");
+        assert!(!poll.polling, "over until the next answers");
         assert!(!poll.keep_polling());
+    }
+
+    #[test]
+    fn it_stays_small() {
+        assert!(std::mem::size_of::<BusyPoll>() <= 24);
     }
 
     #[test]
@@ -214,11 +219,11 @@ mod tests {
             .worker_threads(2)
             .build()
             .unwrap();
-        assert!(two.block_on(async { BusyPoll::new(LIMIT) }).limit.is_zero());
+        assert_eq!(two.block_on(async { BusyPoll::new(LIMIT) }).limit_us, 0);
         let one = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        assert_eq!(one.block_on(async { BusyPoll::new(LIMIT) }).limit, LIMIT);
+        assert_eq!(one.block_on(async { BusyPoll::new(LIMIT) }).limit(), LIMIT);
         let mut off = one.block_on(async { BusyPoll::new(Duration::ZERO) });
         let t = calls(&mut off, Instant::now(), SOON, 3);
         off.answered(t, true);
