@@ -137,8 +137,6 @@ where
     }
 }
 
-/// The block printed at start: address, dispatch, queue, core/max threads, queue size,
-/// keep-alive, I/O threads, max frame size, database and data directory.
 /// What the server's `busy_poll` does with this many I/O threads (it is on
 /// only on a runtime with one worker).
 fn busy_poll_text(limit: Duration, io_threads: usize) -> String {
@@ -149,6 +147,8 @@ fn busy_poll_text(limit: Duration, io_threads: usize) -> String {
     }
 }
 
+/// The block printed at start: address, dispatch, queue, core/max threads, queue size,
+/// keep-alive, I/O threads, busy poll, max frame size, database and data directory.
 pub fn effective_config_text(server: &StartedServer) -> String {
     let config = server.config();
     let default_pool = PoolConfig::default();

@@ -39,8 +39,8 @@
 //! item is exactly what a ping-pong caller's connection is. A stream that
 //! waits on something else may cost up to `busy_poll` per frame it receives.
 //!
-//! On one worker it took the 1:1 round trip from 32–41 µs to 22–24 µs
-//! (BENCHMARKS.md, "Busy-polling a lone caller").
+//! On one worker it took the direct 1:1 p50 10–18 µs lower (BENCHMARKS.md,
+//! "Busy-polling a lone caller").
 
 use std::time::{Duration, Instant};
 
