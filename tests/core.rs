@@ -873,3 +873,43 @@ async fn a_lone_caller_is_busy_polled_for_with_direct_dispatch_only_and_always_a
     })
     .await;
 }
+
+/// A graceful stop whose grace runs out is forced: a connection waiting on a
+/// call that will not finish in time is closed then, and its caller learns
+/// at once instead of when the handler returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_past_its_grace_closes_connections_still_waiting_on_calls() {
+    bounded(60, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let mut config = server_config(dispatch, queue);
+            config.shutdown_grace = Duration::from_millis(100);
+            let (server, _) = start(config).await;
+            let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+            assert_eq!(calc.add(1, 1).await.unwrap(), 2, "{name}");
+            let c = calc.clone();
+            let slow = tokio::spawn(async move { c.sleep_ms(30_000).await });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let stopped = Instant::now();
+            let report = server.shutdown().await;
+            assert!(!report.drained, "{name}: the slow call outlived the grace");
+            let outcome = tokio::time::timeout(Duration::from_secs(5), slow)
+                .await
+                .unwrap_or_else(|_| panic!("{name}: the caller still waits after the forced stop"))
+                .unwrap();
+            // Forced at 0.1 s (measured: closed 0.10 s after the stop began);
+            // a connection that missed the news waited for its next timer
+            // (0.9 s) or for the server to give up on it (2 s).
+            assert!(
+                stopped.elapsed() < Duration::from_millis(600),
+                "{name}: the connection closed {:?} after the stop began",
+                stopped.elapsed()
+            );
+            let err = outcome.expect_err("the call was cut off");
+            assert!(
+                matches!(err, RpcError::ConnectionClosed { .. }),
+                "{name}: {err:?}"
+            );
+        }
+    })
+    .await;
+}

@@ -96,12 +96,14 @@ mod live;
 mod on_frame;
 mod stop_watch;
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
@@ -125,7 +127,15 @@ use stop_watch::{Stop, StopWatch};
 /// Serves a plain connection, TCP or Unix (split with `into_split`, the
 /// fast path); `ticket` is its place in the admission table, held until the
 /// task ends.
-pub(crate) async fn serve_connection(accepted: Accepted, ctx: Arc<ServerCtx>, ticket: Ticket) {
+///
+/// Not an `async fn`: the socket is set up here, when the task is spawned,
+/// and the task's future is the serving loop's own, without a wrapper that
+/// would keep its arguments beside it in every connection's memory.
+pub(crate) fn serve_connection(
+    accepted: Accepted,
+    ctx: Arc<ServerCtx>,
+    ticket: Ticket,
+) -> impl Future<Output = ()> + Send + 'static {
     let peer = accepted.peer();
     match accepted {
         Accepted::Tcp(stream, _) => {
@@ -133,11 +143,11 @@ pub(crate) async fn serve_connection(accepted: Accepted, ctx: Arc<ServerCtx>, ti
                 debug!(peer = %peer.label, error = %e, "could not set TCP_NODELAY");
             }
             let (read_half, write_half) = stream.into_split();
-            serve_halves(read_half, write_half, peer, ctx, ticket).await
+            Either::Left(serve_halves(read_half, write_half, peer, ctx, ticket))
         }
         Accepted::Unix(stream, _) => {
             let (read_half, write_half) = stream.into_split();
-            serve_halves(read_half, write_half, peer, ctx, ticket).await
+            Either::Right(serve_halves(read_half, write_half, peer, ctx, ticket))
         }
     }
 }
@@ -265,8 +275,9 @@ async fn serve_halves<R, W>(
     // A call or stream came since the last tidy.
     let mut served = false;
     let mut stopping = false;
-    // Set once evicted: the answer to new requests and the connection's last frame.
-    let mut evicted: Option<RpcError> = None;
+    // Set once evicted: new requests and the connection's last frame are
+    // answered `ticket.eviction_error()`.
+    let mut evicted = false;
     // The loop ended by a graceful stop with every call answered.
     let mut drained = false;
     let mut call_activity: CallActivity = ticket.activity();
@@ -276,20 +287,19 @@ async fn serve_halves<R, W>(
     let mut busy_poll = BusyPoll::new(ctx.config.busy_poll);
 
     // Created once and pinned, and polled only to register (see `StopWatch`).
-    let closed = close.closed();
-    let forced = ctx.stop.forced();
-    let stop = ctx.stop.stopping();
-    let evict = ticket.eviction().closed();
-    tokio::pin!(closed, forced, stop, evict);
+    let closed = close.notified();
+    let evict = ticket.eviction().notified();
+    let server_waiter = ctx.stop.stopping();
+    tokio::pin!(closed, evict, server_waiter);
     let mut watch = StopWatch {
         closed,
-        forced,
-        stop,
         evict,
+        server_waiter,
         close: &close,
         eviction: ticket.eviction(),
         server: &ctx.stop,
         registered: None,
+        waits_for_forced: false,
     };
     'serve: loop {
         // A shutdown is noticed here, before the frame just read is served:
@@ -301,7 +311,7 @@ async fn serve_halves<R, W>(
             }
             Some(_) => stopping = true,
             None if watch.evicted(stopping) => {
-                evicted = Some(ticket.eviction_error());
+                evicted = true;
                 stopping = true;
             }
             None => {}
@@ -383,7 +393,7 @@ async fn serve_halves<R, W>(
                     pool_lane: pool_lane.as_ref(),
                     peer: peer_addr.addr,
                     stopping,
-                    evicted: evicted.as_ref(),
+                    evicted: evicted.then_some(&ticket),
                 };
                 let Some((call, req)) =
                     conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams)
@@ -539,7 +549,7 @@ async fn serve_halves<R, W>(
                 }
                 Stop::Stopping => stopping = true,
                 Stop::Evicted => {
-                    evicted = Some(ticket.eviction_error());
+                    evicted = true;
                     stopping = true;
                 }
             },
@@ -574,10 +584,10 @@ async fn serve_halves<R, W>(
     // linger below): nothing pending then is a call the server ran, so the
     // client may retry it anywhere. Like HTTP/2's GOAWAY. Never after
     // abandoned calls, which may have run.
-    let goodbye = match &evicted {
-        Some(error) if !abandoned => Some(error.clone()),
-        None if drained => Some(RpcError::ShuttingDown),
-        _ => None,
+    let goodbye = if evicted {
+        (!abandoned).then(|| ticket.eviction_error())
+    } else {
+        drained.then_some(RpcError::ShuttingDown)
     };
     if let Some(error) = &goodbye {
         outbox.push(OutFrame::error(CONNECTION_REQUEST_ID, 0, error));

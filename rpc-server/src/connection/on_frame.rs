@@ -20,6 +20,7 @@ use tokio::io::AsyncWrite;
 use tracing::{trace, warn};
 
 use super::live::{Live, LiveCalls};
+use crate::admission::Ticket;
 use crate::ctx::ServerCtx;
 use crate::dispatch::{deadline_error, finish_call, PoolJob, Reply};
 use crate::pool::WorkerPool;
@@ -135,8 +136,9 @@ pub(super) struct Conn<'a, 'b> {
     /// The peer's address; none on a Unix socket.
     pub(super) peer: Option<SocketAddr>,
     pub(super) stopping: bool,
-    /// Set when the connection was evicted: what new requests are answered.
-    pub(super) evicted: Option<&'b RpcError>,
+    /// Set when the connection was evicted: new requests are answered its
+    /// eviction error.
+    pub(super) evicted: Option<&'b Ticket>,
 }
 
 impl<'a> Conn<'a, '_> {
@@ -209,7 +211,9 @@ impl<'a> Conn<'a, '_> {
             }
         };
         if self.stopping {
-            let refusal = self.evicted.cloned().unwrap_or(RpcError::ShuttingDown);
+            let refusal = self
+                .evicted
+                .map_or(RpcError::ShuttingDown, Ticket::eviction_error);
             self.reply_error(reply_to, stream, refusal, answers);
             return None;
         }

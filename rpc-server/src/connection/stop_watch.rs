@@ -6,7 +6,7 @@
 //! # Why not one `select!` branch per waiter
 //!
 //! `select!` polls every branch each time the read has to wait, and polling
-//! tokio's `Notified` (under `CloseSignal::closed`) or a `CancellationToken`
+//! tokio's `Notified` (`CloseSignal::notified`) or a `CancellationToken`
 //! waiter takes a lock each time: at one call in flight that is once per call,
 //! for waiters that almost never fire. The watch polls them once, to register
 //! the task's waker (again only if the waker changes), and otherwise reads
@@ -24,6 +24,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use rpc_transport::CloseSignal;
+use tokio::sync::futures::Notified;
+use tokio_util::sync::WaitForCancellationFuture;
 
 use crate::stop::{StopLevel, StopState};
 
@@ -40,34 +42,43 @@ pub(super) enum Stop {
     Evicted,
 }
 
-/// The connection's close signal, the server's stop waiters and the
-/// connection's eviction notice, pinned by the serving loop and polled only to
-/// register its waker.
-pub(super) struct StopWatch<'a, C, F, S, E> {
-    pub closed: Pin<&'a mut C>,
-    pub forced: Pin<&'a mut F>,
-    pub stop: Pin<&'a mut S>,
-    pub evict: Pin<&'a mut E>,
-    pub close: &'a CloseSignal,
-    pub eviction: &'a CloseSignal,
-    pub server: &'a StopState,
+/// The connection's close signal, the server's stop level and the
+/// connection's eviction notice, with their waiters pinned by the serving
+/// loop and polled only to register its waker.
+///
+/// Three waiters, the smallest that do: tokio's bare `Notified` for the two
+/// close signals (their flags are checked here, not by the waiter), and one
+/// for the server, waiting for `stopping` until the loop is stopping and
+/// for `forced` afterwards (a forced stop cancels `stopping` too). They live
+/// in every connection's future, idle ones included.
+pub(super) struct StopWatch<'w, 's> {
+    pub closed: Pin<&'w mut Notified<'s>>,
+    pub evict: Pin<&'w mut Notified<'s>>,
+    /// The server's `stopping` waiter, replaced by its `forced` one once the
+    /// loop is stopping.
+    pub server_waiter: Pin<&'w mut WaitForCancellationFuture<'s>>,
+    pub close: &'s CloseSignal,
+    pub eviction: &'s CloseSignal,
+    pub server: &'s StopState,
     /// The waker the waiters hold.
     pub registered: Option<Waker>,
+    /// `server_waiter` waits for `forced`.
+    pub waits_for_forced: bool,
 }
 
-impl<C, F, S, E> StopWatch<'_, C, F, S, E>
-where
-    C: Future<Output = ()>,
-    F: Future<Output = ()>,
-    S: Future<Output = ()>,
-    E: Future<Output = ()>,
-{
+impl StopWatch<'_, '_> {
     /// Ready with what happened; otherwise the task's waker is registered
     /// with every waiter (once per waker) and `Pending`.
     #[inline]
     pub fn poll_stop(&mut self, cx: &mut Context<'_>, stopping: bool) -> Poll<Stop> {
         if let Some(event) = self.check(stopping) {
             return Poll::Ready(event);
+        }
+        if stopping && !self.waits_for_forced {
+            // Once stopping, only a forced stop is news from the server.
+            self.server_waiter.set(self.server.forced());
+            self.waits_for_forced = true;
+            self.registered = None;
         }
         if !self
             .registered
@@ -76,11 +87,10 @@ where
         {
             // A waiter that completes here has had its flag set first, so the
             // check below returns and it is never polled again (the serving
-            // loop ends, or stops polling `stop` once stopping).
+            // loop ends, or stops polling `evict` once stopping).
             let _ = self.closed.as_mut().poll(cx);
-            let _ = self.forced.as_mut().poll(cx);
+            let _ = self.server_waiter.as_mut().poll(cx);
             if !stopping {
-                let _ = self.stop.as_mut().poll(cx);
                 let _ = self.evict.as_mut().poll(cx);
             }
             self.registered = Some(cx.waker().clone());

@@ -151,7 +151,9 @@ pub struct FrameReader<R> {
     own_allocation_above: usize,
     /// Bytes of an over-size frame still to be discarded.
     skip: u64,
-    large: Option<LargeFrame>,
+    /// The large frame being read, boxed: it is rare, and this reader lives
+    /// in every connection's future, idle ones included.
+    large: Option<Box<LargeFrame>>,
     budget: Option<FrameBudget>,
     /// A budget reservation in progress, kept across cancelled `next()` calls
     /// so the reader keeps its place in the queue.
@@ -353,13 +355,13 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let deadline = reserved
             .is_some()
             .then(|| Box::pin(tokio::time::sleep(large_frame_deadline(total))));
-        self.large = Some(LargeFrame {
+        self.large = Some(Box::new(LargeFrame {
             header,
             buf,
             total,
             reserved,
             deadline,
-        });
+        }));
     }
 
     /// With no buffer allocated: waits for the next frame's first bytes
