@@ -96,6 +96,7 @@ mod live;
 mod on_frame;
 mod stop_watch;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -108,7 +109,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
-use rpc_transport::{CloseSignal, FrameReader, Inbound, Reserved};
+use rpc_transport::{FrameReader, Inbound, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, warn};
 
@@ -128,9 +129,10 @@ use stop_watch::{Stop, StopWatch};
 /// fast path); `ticket` is its place in the admission table, held until the
 /// task ends.
 ///
-/// Not an `async fn`: the socket is set up here, when the task is spawned,
-/// and the task's future is the serving loop's own, without a wrapper that
-/// would keep its arguments beside it in every connection's memory.
+/// Not an `async fn`: the socket is set up here, in the accept loop before
+/// the task is spawned, and the task's future is the serving loop's own,
+/// without a wrapper that would keep its arguments beside it in every
+/// connection's memory.
 pub(crate) fn serve_connection(
     accepted: Accepted,
     ctx: Arc<ServerCtx>,
@@ -225,7 +227,8 @@ async fn serve_halves<R, W>(
 {
     let transport = &ctx.config.transport;
     let peer: Arc<str> = peer_addr.label;
-    let close = Arc::new(CloseSignal::new());
+    // Why the loop ended: only this task ends it, and it stops at once.
+    let mut close = CloseReason::default();
     let mut outbox = Outbox::new(write_half, transport, ctx.metrics.io.clone());
     let mut reader = FrameReader::new(
         read_half,
@@ -286,16 +289,14 @@ async fn serve_halves<R, W>(
     let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
     let mut busy_poll = BusyPoll::new(ctx.config.busy_poll);
 
-    // Created once and pinned, and polled only to register (see `StopWatch`).
-    let closed = close.notified();
+    // Pinned once and polled only to register (see `StopWatch`); the server
+    // waiter is replaced once, when the loop starts stopping.
     let evict = ticket.eviction().notified();
     let server_waiter = ctx.stop.stopping();
-    tokio::pin!(closed, evict, server_waiter);
+    tokio::pin!(evict, server_waiter);
     let mut watch = StopWatch {
-        closed,
         evict,
         server_waiter,
-        close: &close,
         eviction: ticket.eviction(),
         server: &ctx.stop,
         registered: None,
@@ -306,7 +307,7 @@ async fn serve_halves<R, W>(
         // the waiters in the `select!` below lose the race against that read.
         match watch.server_stop(stopping) {
             Some(Stop::Forced) => {
-                close.close(FORCED_CLOSE);
+                close.set(FORCED_CLOSE);
                 break;
             }
             Some(_) => stopping = true,
@@ -338,7 +339,7 @@ async fn serve_halves<R, W>(
             match timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
                 Check::Busy => {}
                 Check::Idle(silent) => {
-                    close.close(format!(
+                    close.set(format!(
                         "idle timeout: nothing received for {} ms",
                         silent.as_millis()
                     ));
@@ -382,7 +383,7 @@ async fn serve_halves<R, W>(
                         Ok(None) => break,
                         Err(e) => {
                             warn!(%peer, error = %e, "closing connection: bad input from client");
-                            close.close(e.to_string());
+                            close.set(e.to_string());
                             break 'serve;
                         }
                     },
@@ -469,7 +470,7 @@ async fn serve_halves<R, W>(
         // takes them without waiting.
         let answering = !outbox.is_empty();
         if let Err(e) = outbox.write_now().await {
-            close.close(e);
+            close.set(e);
             break;
         }
         if arrived || answering {
@@ -483,18 +484,14 @@ async fn serve_halves<R, W>(
         }
         let can_read = calls(&streams) < max_in_flight && outbox.has_room();
         // Hot branches first: the waiters below are polled (a lock each) only
-        // when the read has to wait. A close is also noticed through one atomic
-        // load per turn.
-        if close.is_closed() {
-            break;
-        }
+        // when the read has to wait.
         let was_stopping = stopping;
         let polling = can_read && !stopping && busy_poll.keep_polling();
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
                 if let Err(e) = written {
-                    close.close(e);
+                    close.set(e);
                     break;
                 }
             }
@@ -504,12 +501,12 @@ async fn serve_halves<R, W>(
                     answer_too_large(&ctx, &peer, &header, max, &mut outbox);
                 }
                 Ok(None) => {
-                    close.close("the client closed the connection");
+                    close.set("the client closed the connection");
                     break;
                 }
                 Err(e) => {
                     warn!(%peer, error = %e, "closing connection: bad input from client");
-                    close.close(e.to_string());
+                    close.set(e.to_string());
                     break;
                 }
             },
@@ -542,9 +539,8 @@ async fn serve_halves<R, W>(
             _ = &mut timer, if armed.is_some() => timer_fired = true,
             _ = in_flight.changed.notified(), if !can_read || stopping => {}
             event = std::future::poll_fn(|cx| watch.poll_stop(cx, was_stopping)) => match event {
-                Stop::Closed => break,
                 Stop::Forced => {
-                    close.close(FORCED_CLOSE);
+                    close.set(FORCED_CLOSE);
                     break;
                 }
                 Stop::Stopping => stopping = true,
@@ -595,7 +591,7 @@ async fn serve_halves<R, W>(
     let written = tokio::select! {
         biased;
         _ = ctx.stop.forced() => {
-            close.close("server shut down");
+            close.set("server shut down");
             false
         }
         r = outbox.finish() => match r {
@@ -606,7 +602,7 @@ async fn serve_halves<R, W>(
             }
         },
         _ = tokio::time::sleep(Duration::from_secs(5)) => {
-            close.close("answers not written within 5 s of closing");
+            close.set("answers not written within 5 s of closing");
             false
         }
     };
@@ -626,7 +622,7 @@ async fn serve_halves<R, W>(
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
         }
     }
-    close.close("connection finished");
+    close.set("connection finished");
     debug!(%peer, reason = close.reason(), "connection closed");
 }
 
@@ -660,6 +656,24 @@ impl Timers<'_, '_> {
                 "the client took no answer for a while: its share of the frame budget goes back");
         }
         self.idle.check(now, bytes_read)
+    }
+}
+
+/// Why a connection's serving loop ended: the first reason given is kept,
+/// for the log line at its end. Only the connection's own task ends it, and
+/// it leaves the loop at once, so nothing needs to wait for this.
+#[derive(Default)]
+struct CloseReason(Option<Cow<'static, str>>);
+
+impl CloseReason {
+    fn set(&mut self, reason: impl Into<Cow<'static, str>>) {
+        if self.0.is_none() {
+            self.0 = Some(reason.into());
+        }
+    }
+
+    fn reason(&self) -> &str {
+        self.0.as_deref().unwrap_or("open")
     }
 }
 
