@@ -43,13 +43,14 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rpc_core::RpcError;
-use rpc_transport::CloseSignal;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
 
 use crate::stats::ServerStats;
 use crate::ServerConfig;
@@ -96,7 +97,7 @@ pub(crate) struct Entry {
     /// time until it makes one), or [`BUSY`] while calls are in progress.
     last_call_ms: AtomicU64,
     /// Fired once when the connection is evicted.
-    eviction: CloseSignal,
+    eviction: EvictionNotice,
 }
 
 /// What [`Admission::admit`] decided.
@@ -175,7 +176,7 @@ impl Admission {
                 ip,
                 accepted: now,
                 last_call_ms: AtomicU64::new(now_ms),
-                eviction: CloseSignal::new(),
+                eviction: EvictionNotice::default(),
             });
             table.live.insert(id, entry.clone());
             if let Some(ip) = ip {
@@ -199,9 +200,7 @@ impl Admission {
                 max_connections = self.max_connections,
                 "max_connections reached: evicting the connection longest without a call"
             );
-            victim
-                .eviction
-                .close("evicted to make room for a new connection");
+            victim.eviction.fire();
         }
         Admit::Accepted(ticket)
     }
@@ -260,6 +259,45 @@ fn choose_victim(
         .map(|(id, _)| id)
 }
 
+/// A connection's eviction notice: fired at most once, read without a lock
+/// (the serving loop looks at it once per batch), waited on through a
+/// `Notify`. A flag and a `Notify` (40 B), because every connection has one.
+#[derive(Debug, Default)]
+pub(crate) struct EvictionNotice {
+    fired: AtomicBool,
+    notify: Notify,
+}
+
+impl EvictionNotice {
+    /// Tells the connection to go; every waiter is woken.
+    pub fn fire(&self) {
+        self.fired.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether it was fired.
+    #[inline]
+    pub fn is_fired(&self) -> bool {
+        self.fired.load(Ordering::Acquire)
+    }
+
+    /// A waiter that completes on any fire after it is made, even one made
+    /// before its first poll (tokio's `Notified`; only a polled one has a
+    /// waker to wake). It does not look at the flag: the caller checks
+    /// [`is_fired`](Self::is_fired) after making it.
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Completes once fired.
+    pub async fn fired(&self) {
+        let notified = self.notified();
+        if !self.is_fired() {
+            notified.await;
+        }
+    }
+}
+
 /// A connection's place in the table; dropping it frees the place.
 pub(crate) struct Ticket {
     admission: Arc<Admission>,
@@ -268,7 +306,7 @@ pub(crate) struct Ticket {
 
 impl Ticket {
     /// Fired when this connection is evicted; the connection then winds down.
-    pub fn eviction(&self) -> &CloseSignal {
+    pub fn eviction(&self) -> &EvictionNotice {
         &self.entry.eviction
     }
 
@@ -407,9 +445,9 @@ mod tests {
         let (limit, max) = refused_limit(adm.admit(A, t0 + Duration::from_millis(900)));
         assert_eq!((limit.as_str(), max), ("max_connections", 2));
         let newcomer = accepted(adm.admit(A, t0 + Duration::from_millis(2000)));
-        assert!(idle.eviction().is_closed(), "the idle one is told to go");
-        assert!(!active.eviction().is_closed());
-        assert!(!newcomer.eviction().is_closed());
+        assert!(idle.eviction().is_fired(), "the idle one is told to go");
+        assert!(!active.eviction().is_fired());
+        assert!(!newcomer.eviction().is_fired());
         assert_eq!(adm.live(), 2);
         assert_eq!(adm.stats.evicted_connections.load(Ordering::Relaxed), 1);
         assert_eq!(adm.stats.refused_connections.load(Ordering::Relaxed), 1);
@@ -444,10 +482,10 @@ mod tests {
         refused_limit(adm.admit(A, t0 + Duration::from_millis(6000)));
         let _newcomer = accepted(adm.admit(A, t0 + Duration::from_millis(6400)));
         assert!(
-            slow_call.eviction().is_closed(),
+            slow_call.eviction().is_fired(),
             "1.1 s after its call ended"
         );
-        assert!(!caller.eviction().is_closed());
+        assert!(!caller.eviction().is_fired());
     }
 
     #[test]
@@ -459,7 +497,7 @@ mod tests {
         let late = t0 + Duration::from_secs(60);
         let (limit, max) = refused_limit(adm.admit(A, late));
         assert_eq!((limit.as_str(), max), ("max_connections_per_ip", 2));
-        assert!(!a1.eviction().is_closed(), "the cap evicts nobody");
+        assert!(!a1.eviction().is_fired(), "the cap evicts nobody");
         let _b = accepted(adm.admit(B, late));
         drop(a1);
         let _a3 = accepted(adm.admit(A, late));
@@ -482,7 +520,7 @@ mod tests {
         let late = t0 + Duration::from_secs(60);
         let _u3 = accepted(adm.admit(UNIX, late));
         assert_eq!(adm.live(), 3, "one evicted, the newcomer in");
-        assert!(u1.eviction().is_closed(), "the oldest idle one is evicted");
+        assert!(u1.eviction().is_fired(), "the oldest idle one is evicted");
         drop(u1);
         assert_eq!(adm.table.lock().per_ip.get(&A_IP), Some(&1));
     }

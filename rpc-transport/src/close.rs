@@ -101,16 +101,6 @@ impl CloseSignal {
         }
     }
 
-    /// A waiter that completes on any close after it is made, even one made
-    /// before its first poll (tokio's `Notified`; only a polled one has a
-    /// waker to wake). It does not look at the signal: the caller checks
-    /// [`is_closed`](Self::is_closed) itself, after making it, and polls it
-    /// only to register a waker. Smaller than [`closed`](Self::closed)'s
-    /// future, for a waiter that lives in every connection.
-    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.notify.notified()
-    }
-
     /// [`closed`](Self::closed) for a hot `select!` loop: see [`ClosedWatch`].
     pub fn watch(&self) -> ClosedWatch<'_> {
         ClosedWatch {

@@ -206,7 +206,7 @@ async fn serve_over_tls<S>(
             }
         },
         _ = ctx.stop.forced() => return,
-        _ = ticket.eviction().closed() => {
+        _ = ticket.eviction().fired() => {
             warn!(peer = %label, "evicted during its TLS handshake: connection closed");
             return;
         }

@@ -10,13 +10,13 @@
 //! # Why not one `select!` branch per waiter
 //!
 //! `select!` polls every branch each time the read has to wait, and polling
-//! tokio's `Notified` (`CloseSignal::notified`) or a `CancellationToken`
+//! tokio's `Notified` (`EvictionNotice::notified`) or a `CancellationToken`
 //! waiter takes a lock each time: at one call in flight that is once per call,
 //! for waiters that almost never fire. The watch polls them once, to register
 //! the task's waker (again only if the waker changes, or when it swaps the
 //! server's waiter), and otherwise reads what they wait for from the atomics
-//! their senders set *before* notifying: `CloseSignal::is_closed` of the
-//! eviction notice and [`StopState::level`].
+//! their senders set *before* notifying: [`EvictionNotice::is_fired`] and
+//! [`StopState::level`].
 //!
 //! # Two small waiters
 //!
@@ -36,10 +36,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use rpc_transport::CloseSignal;
 use tokio::sync::futures::Notified;
 use tokio_util::sync::WaitForCancellationFuture;
 
+use crate::admission::EvictionNotice;
 use crate::stop::{StopLevel, StopState};
 
 /// What ends or changes a connection's serving loop from outside its task.
@@ -61,7 +61,7 @@ pub(super) struct StopWatch<'w, 's> {
     /// The server's `stopping` waiter, replaced by its `forced` one once the
     /// loop is stopping.
     pub server_waiter: Pin<&'w mut WaitForCancellationFuture<'s>>,
-    pub eviction: &'s CloseSignal,
+    pub eviction: &'s EvictionNotice,
     pub server: &'s StopState,
     /// The waker the waiters hold.
     pub registered: Option<Waker>,
@@ -114,7 +114,7 @@ impl StopWatch<'_, '_> {
     /// `stopping` (already winding down: no news) or not.
     #[inline]
     pub fn evicted(&self, stopping: bool) -> bool {
-        !stopping && self.eviction.is_closed()
+        !stopping && self.eviction.is_fired()
     }
 
     /// The server's stop level, as news for a loop that is `stopping` or not.
@@ -151,9 +151,15 @@ mod tests {
     /// Runs `test` with a watch over a fresh eviction notice and server, as
     /// the serving loop sets it up, and a waker that counts its wake-ups.
     fn with_watch(
-        test: impl FnOnce(&mut StopWatch<'_, '_>, &CloseSignal, &StopState, &Waker, &dyn Fn() -> usize),
+        test: impl FnOnce(
+            &mut StopWatch<'_, '_>,
+            &EvictionNotice,
+            &StopState,
+            &Waker,
+            &dyn Fn() -> usize,
+        ),
     ) {
-        let eviction = CloseSignal::new();
+        let eviction = EvictionNotice::default();
         let server = StopState::new();
         let evict = eviction.notified();
         let server_waiter = server.stopping();
@@ -179,7 +185,7 @@ mod tests {
     fn a_forced_stop_after_an_eviction_wakes_the_loop() {
         with_watch(|watch, eviction, server, waker, woken| {
             assert_eq!(poll(watch, waker, false), Poll::Pending);
-            eviction.close("evicted");
+            eviction.fire();
             assert_eq!(woken(), 1, "woken by the eviction");
             assert_eq!(poll(watch, waker, false), Poll::Ready(Stop::Evicted));
             // Winding down now: a graceful stop is no news, a forced one is.
