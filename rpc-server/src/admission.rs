@@ -380,6 +380,32 @@ mod tests {
     use super::*;
     use std::net::Ipv4Addr;
 
+    /// `fired()` completes for a fire before its first poll and for one
+    /// after; a fresh notice is not fired.
+    #[tokio::test]
+    async fn an_eviction_notice_is_heard_whenever_it_fires() {
+        let early = EvictionNotice::default();
+        assert!(!early.is_fired());
+        let waiting = early.fired();
+        early.fire();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("a fire before the first poll is heard");
+        assert!(early.is_fired());
+
+        let late = Arc::new(EvictionNotice::default());
+        let waiter = tokio::spawn({
+            let late = late.clone();
+            async move { late.fired().await }
+        });
+        tokio::task::yield_now().await;
+        late.fire();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("a fire after the wait began is heard")
+            .expect("the waiter ran");
+    }
+
     const A_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
     const A: Option<IpAddr> = Some(A_IP);
     const B: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));

@@ -22,7 +22,7 @@
 //!
 //! They live in every connection's future, idle ones included, so they are
 //! the smallest that do: tokio's bare `Notified` for the eviction notice (it
-//! completes on any close after it is made, even unpolled; the flag is
+//! completes on any fire after it is made, even unpolled; the flag is
 //! checked here, not by the waiter), and one server waiter, for `stopping`
 //! until the loop is stopping and for `forced` afterwards (a forced stop
 //! cancels `stopping` too, so a loop not yet stopping hears of it as well).
@@ -191,10 +191,10 @@ mod tests {
             // Winding down now: a graceful stop is no news, a forced one is.
             assert_eq!(poll(watch, waker, true), Poll::Pending);
             server.stop_gracefully();
+            assert_eq!(woken(), 1, "no wake-up: only `forced` is waited for");
             assert_eq!(poll(watch, waker, true), Poll::Pending);
-            let before = woken();
             server.stop_now();
-            assert!(woken() > before, "woken by the forced stop");
+            assert_eq!(woken(), 2, "woken by the forced stop");
             assert_eq!(poll(watch, waker, true), Poll::Ready(Stop::Forced));
         });
     }
