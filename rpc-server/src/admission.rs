@@ -289,7 +289,8 @@ impl EvictionNotice {
         self.notify.notified()
     }
 
-    /// Completes once fired.
+    /// Completes once fired (the TLS handshake waits for it).
+    #[cfg(any(feature = "tls", test))]
     pub async fn fired(&self) {
         let notified = self.notified();
         if !self.is_fired() {
