@@ -262,6 +262,13 @@ fn choose_victim(
 /// A connection's eviction notice: fired at most once, read without a lock
 /// (the serving loop looks at it once per batch), waited on through a
 /// `Notify`. A flag and a `Notify` (40 B), because every connection has one.
+///
+/// `rpc_core::CancelSignal` is the same flag and `Notify`, with a claim
+/// between answer and cancellation that an eviction has no use for; it sits
+/// behind an `Arc`, which would be a second allocation per connection beside
+/// this entry's, and its wait is an `async fn` where the serving loop pins a
+/// bare `Notified` ([`notified`](Self::notified)). `CloseSignal` (200 B) also
+/// keeps a reason and an error nobody reads here.
 #[derive(Debug, Default)]
 pub(crate) struct EvictionNotice {
     fired: AtomicBool,
