@@ -837,13 +837,24 @@ async fn fixed_connections_share_a_write_among_calls_made_together() {
     .await;
 }
 
-/// A lone caller that comes back at once is busy-polled for on a server
-/// whose runtime has one worker (this test's) with direct dispatch, and
-/// only there: not with pool dispatch, not when turned off. Every call is
-/// answered either way, also after pauses longer than the poll (the
-/// connection parks again and is woken as usual).
+/// A lone caller that comes back at once is busy-polled for with direct
+/// dispatch, and only there: not with pool dispatch, not when turned off.
+/// Every call is answered either way, also after pauses longer than the
+/// poll (the connection parks again and is woken as usual). On a runtime
+/// with one worker (this test's) and, below, with two.
 #[tokio::test]
 async fn a_lone_caller_is_busy_polled_for_with_direct_dispatch_only_and_always_answered() {
+    lone_caller_busy_polled().await;
+}
+
+/// With two runtime workers the poll reads the socket itself (`read_now`):
+/// the worker blocked in `epoll_wait` is not the one that must see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_caller_is_busy_polled_for_on_a_runtime_with_two_workers() {
+    lone_caller_busy_polled().await;
+}
+
+async fn lone_caller_busy_polled() {
     bounded(60, async {
         // The longest poll allowed: a loaded test machine still comes back
         // within it.

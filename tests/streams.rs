@@ -1056,11 +1056,21 @@ async fn a_window_of_large_items_is_written_out_whole() {
 }
 
 /// A ping-pong caller (one item, then its echo, then the next) is polled for
-/// by its connection on a one-worker runtime (this test's) in both dispatch
-/// modes — a stream runs on its connection either way — and every item
-/// comes back in order.
+/// by its connection in both dispatch modes — a stream runs on its
+/// connection either way — and every item comes back in order. On a
+/// one-worker runtime (this test's) and, below, with two.
 #[tokio::test]
 async fn a_ping_pong_caller_is_busy_polled_for_in_both_dispatch_modes() {
+    ping_pong_busy_polled().await;
+}
+
+/// With two runtime workers the poll reads the socket itself (`read_now`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ping_pong_caller_is_busy_polled_for_on_a_runtime_with_two_workers() {
+    ping_pong_busy_polled().await;
+}
+
+async fn ping_pong_busy_polled() {
     bounded(60, async {
         for (name, dispatch, queue) in dispatch_variants() {
             let mut config = server_config(dispatch, queue);

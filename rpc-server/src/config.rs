@@ -83,10 +83,10 @@ pub struct ServerConfig {
     pub max_in_flight_per_connection: usize,
     /// How long a connection whose client came back within this time twice
     /// in a row polls for the client's next frame before its task parks
-    /// (`0`: never): a lone caller's round trip without the wake-ups. Only
-    /// on a runtime with one worker thread, for a connection whose calls do
-    /// not go to the worker pool and with none pending on it; at most
-    /// [`ServerConfig::MAX_BUSY_POLL`].
+    /// (`0`: never): a lone caller's round trip without the wake-ups. For a
+    /// connection whose calls do not go to the worker pool and with none
+    /// pending on it; a TLS connection only on a runtime with one worker
+    /// thread; at most [`ServerConfig::MAX_BUSY_POLL`].
     #[serde(rename = "busy_poll_us", with = "rpc_core::config::duration_us")]
     pub busy_poll: Duration,
     /// What large frames may hold, and whether freed memory goes back to the system.
@@ -119,7 +119,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_connections_per_ip: None,
             max_in_flight_per_connection: 4096,
-            busy_poll: Duration::from_micros(50),
+            busy_poll: Duration::from_micros(200),
             memory: MemoryConfig::default(),
             streams: StreamConfig::default(),
             compression: AnswerCompression::default(),

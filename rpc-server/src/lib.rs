@@ -31,8 +31,8 @@
 //!    `admission` (connection limits, eviction) and `refusal` (telling a
 //!    refused connection why) sit at its door.
 //! 2. `connection` — one task per connection: reads a batch of frames, hands
-//!    each call on, writes the batch's answers, busy-polls a lone caller on a
-//!    one-worker runtime, winds down on stop or eviction. The HTTP gateway
+//!    each call on, writes the batch's answers, busy-polls a lone caller,
+//!    winds down on stop or eviction. The HTTP gateway
 //!    (`http`, feature `http`) is the other door to the same calls.
 //! 3. [`router`] — service and method name to handler.
 //! 4. `dispatch` — runs one call: interceptors, tower layers (`layers`,

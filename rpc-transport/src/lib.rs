@@ -10,6 +10,9 @@
 //!   own, reserved from a [`FrameBudget`]; announces an over-size frame as
 //!   [`Inbound::TooLarge`] and skips its bytes, so it costs one call, not the
 //!   connection;
+//! - [`ReadNow`]: a non-blocking read of a plain socket that does not wait
+//!   for the runtime to see it readable (a connection's busy poll on a
+//!   runtime with several threads);
 //! - [`FrameWriter`]: a connection's write buffer, which callers encode their
 //!   frames into, and the writer task that writes everything queued with one
 //!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out.
@@ -41,6 +44,7 @@ pub mod connection;
 pub mod heartbeat;
 mod pending;
 pub mod read_buffer;
+pub mod read_now;
 pub mod reader;
 mod streams;
 #[cfg(feature = "tls")]
@@ -55,5 +59,6 @@ pub use connection::{
 };
 pub use pending::CallsInFlight;
 pub use read_buffer::AdaptiveReadBuffer;
+pub use read_now::ReadNow;
 pub use reader::{FrameReader, Inbound};
 pub use writer::{FrameWriter, Offer, WriteAck};

@@ -137,13 +137,12 @@ where
     }
 }
 
-/// What the server's `busy_poll` does with this many I/O threads (it is on
-/// only on a runtime with one worker).
-fn busy_poll_text(limit: Duration, io_threads: usize) -> String {
-    match (limit.as_micros(), io_threads) {
-        (0, _) => "off".to_owned(),
-        (us, 1) => format!("{us} µs"),
-        (us, _) => format!("{us} µs (unused: more than one io thread)"),
+/// What the server's `busy_poll` is (plain TCP and Unix sockets are read
+/// while polling on any number of I/O threads; this server has no TLS).
+fn busy_poll_text(limit: Duration) -> String {
+    match limit.as_micros() {
+        0 => "off".to_owned(),
+        us => format!("{us} µs"),
     }
 }
 
@@ -178,10 +177,7 @@ pub fn effective_config_text(server: &StartedServer) -> String {
             pool.keep_alive.as_millis()
         ),
         format!("  io threads       {}", server.io_threads),
-        format!(
-            "  busy poll        {}",
-            busy_poll_text(config.busy_poll, server.io_threads)
-        ),
+        format!("  busy poll        {}", busy_poll_text(config.busy_poll)),
         format!(
             "  max frame size   {frame} bytes ({:.1} MiB)",
             frame as f64 / (1024.0 * 1024.0)

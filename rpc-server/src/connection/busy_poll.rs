@@ -14,13 +14,13 @@
 //! A connection is *in rhythm* once its client's last [`RHYTHM`] frames each
 //! came within `busy_poll` of the answers before them. After a turn that
 //! wrote answers (or read frames) with nothing left pending, such a
-//! connection yields (`tokio::task::yield_now`) instead of parking, until a
+//! connection yields (`tokio::task::yield_now`) instead of parking, and reads
+//! its socket at each turn (`FrameReader::read_now`, a non-blocking `recv`
+//! that does not wait for the runtime to see the socket readable), until a
 //! frame comes or `busy_poll` has passed. A yielded task runs again once the
-//! runtime thread has run what else was ready (and at tokio's periodic
-//! maintenance), after the runtime polled its I/O driver with a zero timeout
-//! (`epoll_wait` without sleeping), so other connections keep their turns:
-//! the poll spends what would otherwise be idle time, at most `busy_poll` of
-//! one thread's CPU per answered batch.
+//! runtime thread has run what else was ready, so other connections keep
+//! their turns: the poll spends what would otherwise be idle time, at most
+//! `busy_poll` of one thread's CPU per answered batch.
 //!
 //! It is off
 //! - for a connection whose **calls go to the worker pool**: the worker that
@@ -30,17 +30,24 @@
 //!   a stream's caller is polled for either way;
 //! - while a direct call is **pending** on the task, or the connection is
 //!   stopping;
-//! - on a runtime with **more than one worker**: tokio lets one worker at a
-//!   time poll the I/O driver, so the one blocked in `epoll_wait` is woken
-//!   for the socket while this one polls a driver it cannot take — measured,
-//!   the poll then only burned CPU.
+//! - for a **TLS** connection on a runtime with more than one worker: its
+//!   bytes can only be read through the session, after the runtime has seen
+//!   the socket readable, and tokio lets one worker at a time poll the I/O
+//!   driver — the one blocked in `epoll_wait` is woken for the socket while
+//!   this one polls a driver it cannot take (measured before `read_now`, on
+//!   every connection: the poll then only burned CPU). With one worker the
+//!   yield itself polls the driver without sleeping.
 //!
 //! Open streams do not turn it off: a stream waiting for its caller's next
 //! item is exactly what a ping-pong caller's connection is. A stream that
 //! waits on something else may cost up to `busy_poll` per frame it receives.
 //!
-//! On one worker it took the direct 1:1 p50 10–18 µs lower (BENCHMARKS.md,
-//! "Busy-polling a lone caller").
+//! Measured (BENCHMARKS.md, "Busy-polling a lone caller" and "Busy-polling
+//! on every runtime"): on one worker the direct 1:1 p50 10–18 µs lower; on
+//! two workers, reading the socket itself, ping-pong with one caller 3–4×
+//! the messages per second on a slow stretch of the test machine. The
+//! default limit, 200 µs, is what that stretch needed: its clients came
+//! back in 60–80 µs, past the 50 µs the poll started with.
 
 use std::time::{Duration, Instant};
 
@@ -64,12 +71,19 @@ pub(super) struct BusyPoll {
 }
 
 impl BusyPoll {
-    /// `limit` when the connection's runtime has one worker thread, `ZERO`
-    /// otherwise (see the module docs).
-    pub(super) fn new(limit: Duration) -> Self {
-        let one_worker = tokio::runtime::Handle::try_current()
-            .is_ok_and(|runtime| runtime.metrics().num_workers() == 1);
-        Self::with_limit(if one_worker { limit } else { Duration::ZERO })
+    /// `limit` when the connection's socket can be read without the
+    /// runtime's readiness (`reads_now`) or its runtime has one worker
+    /// thread, `ZERO` otherwise (see the module docs).
+    pub(super) fn new(limit: Duration, reads_now: bool) -> Self {
+        let one_worker = || {
+            tokio::runtime::Handle::try_current()
+                .is_ok_and(|runtime| runtime.metrics().num_workers() == 1)
+        };
+        Self::with_limit(if reads_now || one_worker() {
+            limit
+        } else {
+            Duration::ZERO
+        })
     }
 
     fn with_limit(limit: Duration) -> Self {
@@ -214,17 +228,27 @@ mod tests {
     }
 
     #[test]
-    fn never_with_more_workers_or_when_off() {
+    fn never_for_tls_with_more_workers_or_when_off() {
         let two = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .build()
             .unwrap();
-        assert_eq!(two.block_on(async { BusyPoll::new(LIMIT) }).limit_us, 0);
+        assert_eq!(
+            two.block_on(async { BusyPoll::new(LIMIT, false) }).limit_us,
+            0
+        );
+        assert_eq!(
+            two.block_on(async { BusyPoll::new(LIMIT, true) }).limit(),
+            LIMIT
+        );
         let one = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        assert_eq!(one.block_on(async { BusyPoll::new(LIMIT) }).limit(), LIMIT);
-        let mut off = one.block_on(async { BusyPoll::new(Duration::ZERO) });
+        assert_eq!(
+            one.block_on(async { BusyPoll::new(LIMIT, false) }).limit(),
+            LIMIT
+        );
+        let mut off = one.block_on(async { BusyPoll::new(Duration::ZERO, true) });
         let t = calls(&mut off, Instant::now(), SOON, 3);
         off.answered(t, true);
         assert!(!off.keep_polling_at(t));

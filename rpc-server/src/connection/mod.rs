@@ -12,8 +12,8 @@
 //! into the connection's [`PoolAnswers`], which the task moves into the
 //! outbox. Only then does it wait — for input, for the socket to take the rest
 //! of the outbox, for calls to finish and for stop news — in one `select!`;
-//! on a one-worker runtime, a client that comes straight back (and whose
-//! calls do not go to the pool) is polled for a moment instead (`busy_poll`).
+//! a client that comes straight back (and whose calls do not go to the pool)
+//! is polled for a moment instead, reading the socket itself (`busy_poll`).
 //!
 //! Backpressure: the task stops reading while its outbox is past the
 //! high-water mark (a client that does not read its answers stalls only
@@ -109,7 +109,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
-use rpc_transport::{FrameReader, Inbound, Reserved};
+use rpc_transport::{FrameReader, Inbound, ReadNow, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, warn};
 
@@ -222,7 +222,7 @@ async fn serve_halves<R, W>(
     ctx: Arc<ServerCtx>,
     ticket: Ticket,
 ) where
-    R: AsyncRead + Unpin + Send + 'static,
+    R: AsyncRead + ReadNow + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let transport = &ctx.config.transport;
@@ -287,7 +287,9 @@ async fn serve_halves<R, W>(
     // A frame read by the `select!` below, handled at the top of the next turn
     // together with every frame already buffered behind it.
     let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
-    let mut busy_poll = BusyPoll::new(ctx.config.busy_poll);
+    let mut busy_poll = BusyPoll::new(ctx.config.busy_poll, reader.can_read_now());
+    // The busy poll read bytes: a frame may have arrived.
+    let mut polled = false;
 
     // Pinned once and polled only to register (see `StopWatch`); the server
     // waiter is replaced once, when the loop starts stopping.
@@ -322,7 +324,7 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
-        let arrived = next_frame.is_some();
+        let arrived = next_frame.is_some() || std::mem::take(&mut polled);
         if arrived && busy_poll.arrived(clock) {
             ctx.stats.busy_polled_frames.fetch_add(1, Ordering::Relaxed);
         }
@@ -551,7 +553,7 @@ async fn serve_halves<R, W>(
             },
             // Last, so only when nothing above is ready: a client in rhythm
             // is polled for instead of parking (see `busy_poll`).
-            _ = tokio::task::yield_now(), if polling => {}
+            _ = tokio::task::yield_now(), if polling => polled = reader.read_now(),
         }
     }
     // Calls still running here are abandoned (a forced stop, a broken

@@ -54,10 +54,15 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::budget::{FrameBudget, Reserved};
 use crate::heartbeat::Activity;
+use crate::read_now::ReadNow;
 use crate::{AdaptiveReadBuffer, IoCounters};
 
 /// How long a connection must receive nothing before its read buffer is let go.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
+
+/// The least room [`FrameReader::read_now`] reads into without sizing the
+/// buffer anew (or the frame's rest, when more).
+const READ_NOW_ROOM: usize = 2 << 10;
 
 /// What the reader found on the stream.
 #[derive(Debug)]
@@ -176,6 +181,62 @@ impl<R> std::fmt::Debug for FrameReader<R> {
     }
 }
 
+impl<R: AsyncRead + ReadNow + Unpin> FrameReader<R> {
+    /// Whether [`read_now`](Self::read_now) can read this stream (not TLS).
+    pub fn can_read_now(&self) -> bool {
+        self.io.can_read_now()
+    }
+
+    /// Reads what the socket holds now into the buffer, without waiting for
+    /// the runtime to see it readable (see [`ReadNow`]); whether bytes were
+    /// read. The frames they complete come out of
+    /// [`try_next_buffered`](Self::try_next_buffered).
+    ///
+    /// For a connection polling for its peer's next small frame: while a
+    /// large frame is assembled or an over-size one skipped, or on a stream
+    /// that cannot be read so, it reads nothing, and the end of the stream
+    /// and read errors are left for [`next`](Self::next) to find.
+    pub fn read_now(&mut self) -> bool {
+        if self.large.is_some() || self.skip > 0 || self.reserving.is_some() {
+            return false;
+        }
+        let frame_len = match read_header(self.buf.buffer()) {
+            Ok(Some(header)) => {
+                let total = header.frame_len();
+                if total > self.own_allocation_above.min(self.max_frame_size) as u64 {
+                    return false;
+                }
+                Some(total as usize)
+            }
+            Ok(None) => None,
+            Err(_) => return false,
+        };
+        // The room already there, while it holds the frame's rest or a fair
+        // read: `prepare` sizes (and may let go of) the buffer, which a
+        // poll that reads nothing most times must not do on every try.
+        let buf = self.buf.buffer();
+        let room = buf.capacity() - buf.len();
+        let rest = frame_len.map_or(0, |total| total.saturating_sub(buf.len()));
+        let dst = if room >= rest.max(READ_NOW_ROOM) {
+            buf
+        } else {
+            self.buf.prepare(frame_len)
+        };
+        let start = dst.len();
+        match self.io.read_now(dst.spare_capacity_mut()) {
+            Ok(n) if n > 0 => {
+                // SAFETY: `read_now` initialized the first `n` bytes of the
+                // spare capacity it was given (its contract).
+                unsafe { dst.set_len(start + n) };
+                self.buf.record(n);
+                self.count(n);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// A reader enforcing `max_frame_size`, with read sizes between `min` and
     /// `max`; frames larger than `max` are read into their own allocation.
@@ -283,13 +344,18 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                     self.buf.buffer().len() + self.large.as_ref().map_or(0, |l| l.buf.len())
                 )));
             }
-            self.bytes_read += n as u64;
-            if let Some(c) = &self.counters {
-                c.add_in(n as u64);
-            }
-            if let Some(a) = &self.activity {
-                a.bump();
-            }
+            self.count(n);
+        }
+    }
+
+    /// Counts `n` bytes read (the idle timeout's activity, the counters).
+    fn count(&mut self, n: usize) {
+        self.bytes_read += n as u64;
+        if let Some(c) = &self.counters {
+            c.add_in(n as u64);
+        }
+        if let Some(a) = &self.activity {
+            a.bump();
         }
     }
 

@@ -1,6 +1,7 @@
 //! Tests of the reader.
 
 use super::*;
+use crate::ReadNow;
 use bytes::Bytes;
 use rpc_codec::{FrameKind, OutFrame};
 use tokio::io::AsyncWriteExt;
@@ -220,4 +221,80 @@ async fn garbage_is_still_an_error() {
     tx.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
     let err = reader.next().await.unwrap_err();
     assert!(err.to_string().contains("bad magic"), "{err}");
+}
+
+/// A connected pair of TCP sockets: the client, and the server's read half.
+async fn tcp_pair() -> (tokio::net::TcpStream, tokio::net::tcp::OwnedReadHalf) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (client, accepted) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+    let (read, _write) = accepted.unwrap().0.into_split();
+    (client.unwrap(), read)
+}
+
+/// `read_now` until it reads, a bounded number of times.
+async fn read_now_soon<R: AsyncRead + ReadNow + Unpin>(reader: &mut FrameReader<R>) -> bool {
+    for _ in 0..2000 {
+        if reader.read_now() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn read_now_reads_small_frames_without_the_runtime_and_leaves_large_ones_to_next() {
+    let (mut client, read) = tcp_pair().await;
+    let mut reader = FrameReader::new(read, 1 << 20, 512, 4096);
+    assert!(reader.can_read_now());
+    assert!(!reader.read_now(), "nothing sent yet");
+
+    // A first frame through the usual path allocates the buffer.
+    client.write_all(&request(1, 10)).await.unwrap();
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+
+    // Two small frames read at once, in order, counted.
+    let before = reader.bytes_read();
+    let mut two = request(2, 100);
+    two.extend(request(3, 200));
+    let sent = two.len() as u64;
+    client.write_all(&two).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        assert!(read_now_soon(&mut reader).await, "the frames arrive");
+        while let Some(inbound) = reader.try_next_buffered().unwrap() {
+            got.push(frame(Some(inbound)).header.request_id);
+        }
+    }
+    assert_eq!(got, [2, 3]);
+    assert_eq!(reader.bytes_read() - before, sent);
+
+    // A frame larger than the buffer's maximum needs an allocation of its
+    // own: `read_now` stops at its header, `next` reads it whole.
+    client.write_all(&request(4, 10_000)).await.unwrap();
+    let mut reads = 0;
+    while reader.read_now() && reads < 100 {
+        reads += 1;
+    }
+    let large = frame(reader.next().await.unwrap());
+    assert_eq!((large.header.request_id, large.body.len()), (4, 10_000));
+
+    // The end of the stream is left to `next`.
+    drop(client);
+    for _ in 0..100 {
+        assert!(!reader.read_now());
+    }
+    assert!(reader.next().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_split_stream_is_never_read_now() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let (rx, _) = tokio::io::split(rx);
+    let mut reader = FrameReader::new(rx, 1 << 20, 512, 4096);
+    assert!(!reader.can_read_now());
+    tx.write_all(&request(1, 10)).await.unwrap();
+    assert!(!reader.read_now());
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
 }
