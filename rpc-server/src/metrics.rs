@@ -213,6 +213,12 @@ impl Collector for ServerCollector {
         )?;
         single(
             e,
+            "brisk_busy_poll_reads",
+            "Of the busy-polled frames, those the poll read from the socket itself.",
+            counter(stats.busy_poll_reads),
+        )?;
+        single(
+            e,
             "brisk_bytes_in",
             "Bytes read from clients.",
             counter(self.io.bytes_in()),

@@ -28,6 +28,10 @@ pub struct ServerStats {
     /// Frames read while their connection was busy-polling for them, each a
     /// wake-up saved (`busy_poll`).
     pub busy_polled_frames: AtomicU64,
+    /// Of those, the frames the poll read from the socket itself, before
+    /// any runtime thread had seen the socket readable (on a runtime with
+    /// several workers the only way a poll sees them).
+    pub busy_poll_reads: AtomicU64,
 }
 
 /// A point-in-time copy of [`ServerStats`] (fields as documented there).
@@ -42,6 +46,7 @@ pub struct StatsSnapshot {
     pub errors: u64,
     pub busy_rejections: u64,
     pub busy_polled_frames: u64,
+    pub busy_poll_reads: u64,
 }
 
 impl ServerStats {
@@ -56,6 +61,7 @@ impl ServerStats {
             errors: self.errors.load(Ordering::Relaxed),
             busy_rejections: self.busy_rejections.load(Ordering::Relaxed),
             busy_polled_frames: self.busy_polled_frames.load(Ordering::Relaxed),
+            busy_poll_reads: self.busy_poll_reads.load(Ordering::Relaxed),
         }
     }
 }

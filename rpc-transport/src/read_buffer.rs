@@ -96,6 +96,11 @@ pub struct AdaptiveReadBuffer {
     /// frames): a buffer sized for the frames actually streaming is not
     /// "oversized".
     recent_frame: usize,
+    /// `prepare` offered a read into the empty buffer: the read that
+    /// follows halves `recent_frame` (in `record`). Per read, not per
+    /// `prepare`: a connection that polls its socket prepares many times
+    /// for each read that finds bytes.
+    between_frames: bool,
 }
 
 fn index_for(size: usize) -> usize {
@@ -124,6 +129,7 @@ impl AdaptiveReadBuffer {
             starting: true,
             offered: 0,
             recent_frame: 0,
+            between_frames: false,
         }
     }
 
@@ -167,6 +173,7 @@ impl AdaptiveReadBuffer {
         self.buf_size = 0;
         self.spares = Default::default();
         self.recent_frame = 0;
+        self.between_frames = false;
         self.starting = true;
         true
     }
@@ -206,8 +213,11 @@ impl AdaptiveReadBuffer {
                     *spare = Spare::default();
                 }
             }
-            // Frames of that size count less and less once they stop coming.
-            self.recent_frame /= 2;
+            // Frames of that size count less and less once they stop coming
+            // (at the read, see `between_frames`).
+            self.between_frames = true;
+        } else {
+            self.between_frames = false;
         }
         let room = self.buf.capacity() - self.buf.len();
         // Enough to go on with when the full read size would take a new
@@ -270,6 +280,9 @@ impl AdaptiveReadBuffer {
 
     /// Records that a read returned `n` bytes, adapting the next read size.
     pub fn record(&mut self, n: usize) {
+        if std::mem::take(&mut self.between_frames) {
+            self.recent_frame /= 2;
+        }
         if self.starting {
             if n < self.offered {
                 // A small read that fit: no evidence for any size yet.

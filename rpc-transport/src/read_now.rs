@@ -12,13 +12,22 @@
 //! Only plain sockets can be read this way: a TLS stream's bytes must go
 //! through its session, so its halves say [`Unsupported`](std::io::ErrorKind::Unsupported).
 //! Reading around the runtime is safe for the runtime: its readiness is a
-//! hint, cleared by the next read that finds nothing.
+//! hint, cleared by the next read that finds nothing. It is not free: the
+//! bytes read so still raise their (edge-triggered) event, which wakes the
+//! thread blocked in `epoll_wait` and costs its task one `recv` that finds
+//! nothing.
 
 use std::io;
 use std::mem::MaybeUninit;
 
 /// A read half that can be read at once, bypassing the runtime's readiness.
-pub trait ReadNow {
+///
+/// # Safety
+///
+/// On `Ok(n)`, [`read_now`](Self::read_now) must have initialized the first
+/// `n` bytes of `buf`, and `n` must not exceed `buf.len()`: the reader takes
+/// them as data without looking.
+pub unsafe trait ReadNow {
     /// Reads what the socket holds now into `buf`: the count read (`0` at
     /// the end of the stream), [`WouldBlock`](io::ErrorKind::WouldBlock)
     /// when nothing is there, [`Unsupported`](io::ErrorKind::Unsupported)
@@ -32,21 +41,24 @@ pub trait ReadNow {
     }
 }
 
-impl ReadNow for tokio::net::tcp::OwnedReadHalf {
+// SAFETY: `recv(2)` writes the bytes it reports, within the slice it was given.
+unsafe impl ReadNow for tokio::net::tcp::OwnedReadHalf {
     fn read_now(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         socket2::SockRef::from(self.as_ref()).recv(buf)
     }
 }
 
+// SAFETY: as for TCP.
 #[cfg(unix)]
-impl ReadNow for tokio::net::unix::OwnedReadHalf {
+unsafe impl ReadNow for tokio::net::unix::OwnedReadHalf {
     fn read_now(&self, buf: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         socket2::SockRef::from(self.as_ref()).recv(buf)
     }
 }
 
 /// The halves of `tokio::io::split` (TLS streams): never.
-impl<T> ReadNow for tokio::io::ReadHalf<T> {
+// SAFETY: never reports a byte.
+unsafe impl<T> ReadNow for tokio::io::ReadHalf<T> {
     fn read_now(&self, _: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
         Err(io::ErrorKind::Unsupported.into())
     }

@@ -194,3 +194,27 @@ pub async fn wait_until(within: Duration, cond: impl Fn() -> bool) -> bool {
     }
     cond()
 }
+
+/// Runs `work` on a current-thread runtime of its own, on a blocking
+/// thread, as a caller in another process would: the test's runtime sees
+/// only its sockets.
+pub async fn on_a_runtime_of_its_own<F>(work: F) -> F::Output
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+            .block_on(work)
+    })
+    .await
+    .expect("the work on its own runtime")
+}
+
+/// Whether the current runtime has more than one worker thread.
+pub fn several_workers() -> bool {
+    tokio::runtime::Handle::current().metrics().num_workers() > 1
+}

@@ -44,7 +44,7 @@ pub(super) fn shutdown_text(
          drained          {} in {} ms\n  \
          requests         {} ({} errors, {} rejected as busy)\n  \
          connections      {} accepted, {} refused, {} evicted\n  \
-         busy-polled      {} frames",
+         busy-polled      {} frames ({} read by the poll itself)",
         if report.drained {
             "all in-flight calls"
         } else {
@@ -58,6 +58,7 @@ pub(super) fn shutdown_text(
         stats.refused_connections,
         stats.evicted_connections,
         stats.busy_polled_frames,
+        stats.busy_poll_reads,
     )
 }
 

@@ -44,7 +44,7 @@
 //!
 //! Measured (BENCHMARKS.md, "Busy-polling a lone caller" and "Busy-polling
 //! on every runtime"): on one worker the direct 1:1 p50 10–18 µs lower; on
-//! two workers, reading the socket itself, ping-pong with one caller 3–4×
+//! two workers, reading the socket itself, ping-pong with one caller 3.9–4.2×
 //! the messages per second on a slow stretch of the test machine. The
 //! default limit, 200 µs, is what that stretch needed: its clients came
 //! back in 60–80 µs, past the 50 µs the poll started with.

@@ -288,7 +288,7 @@ async fn serve_halves<R, W>(
     // together with every frame already buffered behind it.
     let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
     let mut busy_poll = BusyPoll::new(ctx.config.busy_poll, reader.can_read_now());
-    // The busy poll read bytes: a frame may have arrived.
+    // The busy poll read a frame (or found the end of the stream) itself.
     let mut polled = false;
 
     // Pinned once and polled only to register (see `StopWatch`); the server
@@ -324,9 +324,13 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
-        let arrived = next_frame.is_some() || std::mem::take(&mut polled);
+        let read_by_poll = std::mem::take(&mut polled);
+        let arrived = next_frame.is_some() || read_by_poll;
         if arrived && busy_poll.arrived(clock) {
             ctx.stats.busy_polled_frames.fetch_add(1, Ordering::Relaxed);
+            if read_by_poll {
+                ctx.stats.busy_poll_reads.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // The timer first: a client that keeps the socket busy must not
         // keep the timer's branch of the `select!` below from ever running.

@@ -43,6 +43,7 @@
 //! signal without losing bytes.
 
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,10 +60,6 @@ use crate::{AdaptiveReadBuffer, IoCounters};
 
 /// How long a connection must receive nothing before its read buffer is let go.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
-
-/// The least room [`FrameReader::read_now`] reads into without sizing the
-/// buffer anew (or the frame's rest, when more).
-const READ_NOW_ROOM: usize = 2 << 10;
 
 /// What the reader found on the stream.
 #[derive(Debug)]
@@ -147,6 +144,15 @@ struct IdleRelease {
 
 type Reserving = Pin<Box<dyn Future<Output = Reserved> + Send>>;
 
+/// How the stream ended when [`FrameReader::read_now`] found out: kept for
+/// `next`, which reports it after the frames buffered before it (a socket
+/// error is reported by the kernel once; read again, it looks like an end).
+#[derive(Debug)]
+enum Ended {
+    Eof,
+    Failed(io::Error),
+}
+
 /// Reads frames from `R` through an adaptive buffer.
 pub struct FrameReader<R> {
     io: R,
@@ -166,6 +172,8 @@ pub struct FrameReader<R> {
     idle: Option<IdleRelease>,
     /// A large frame was read since the connection was last idle.
     had_large: bool,
+    /// The end of the stream, or a read error, found by `read_now`.
+    ended: Option<Ended>,
     bytes_read: u64,
     counters: Option<Arc<IoCounters>>,
     activity: Option<Arc<Activity>>,
@@ -188,51 +196,85 @@ impl<R: AsyncRead + ReadNow + Unpin> FrameReader<R> {
     }
 
     /// Reads what the socket holds now into the buffer, without waiting for
-    /// the runtime to see it readable (see [`ReadNow`]); whether bytes were
-    /// read. The frames they complete come out of
-    /// [`try_next_buffered`](Self::try_next_buffered).
+    /// the runtime to see it readable (see [`ReadNow`]). Returns whether the
+    /// reader now has something to hand up: a whole frame (for
+    /// [`try_next_buffered`](Self::try_next_buffered)), the header of one
+    /// that [`next`](Self::next) must read or refuse, or the end of the
+    /// stream or a read error, which `next` reports before reading again.
+    /// Bytes of a frame not yet whole stay buffered, and `false` is
+    /// returned: the next try, or `next`, reads the rest.
     ///
     /// For a connection polling for its peer's next small frame: while a
-    /// large frame is assembled or an over-size one skipped, or on a stream
-    /// that cannot be read so, it reads nothing, and the end of the stream
-    /// and read errors are left for [`next`](Self::next) to find.
+    /// large frame is assembled or an over-size one skipped, with no
+    /// buffer allocated (an idle reader allocates only when `next` reads),
+    /// or on a stream that cannot be read so, it reads nothing.
     pub fn read_now(&mut self) -> bool {
-        if self.large.is_some() || self.skip > 0 || self.reserving.is_some() {
+        if self.ended.is_some() {
+            return true;
+        }
+        if self.large.is_some() || self.skip > 0 || self.reserving.is_some() || self.buf.held() == 0
+        {
             return false;
         }
         let frame_len = match read_header(self.buf.buffer()) {
-            Ok(Some(header)) => {
-                let total = header.frame_len();
-                if total > self.own_allocation_above.min(self.max_frame_size) as u64 {
-                    return false;
-                }
-                Some(total as usize)
-            }
+            Ok(Some(header)) if header.frame_len() > self.read_now_max() => return true,
+            Ok(Some(header)) => Some(header.frame_len() as usize),
             Ok(None) => None,
-            Err(_) => return false,
+            Err(_) => return true,
         };
-        // The room already there, while it holds the frame's rest or a fair
-        // read: `prepare` sizes (and may let go of) the buffer, which a
-        // poll that reads nothing most times must not do on every try.
-        let buf = self.buf.buffer();
-        let room = buf.capacity() - buf.len();
-        let rest = frame_len.map_or(0, |total| total.saturating_sub(buf.len()));
-        let dst = if room >= rest.max(READ_NOW_ROOM) {
-            buf
-        } else {
-            self.buf.prepare(frame_len)
-        };
+        let dst = self.buf.prepare(frame_len);
         let start = dst.len();
-        match self.io.read_now(dst.spare_capacity_mut()) {
-            Ok(n) if n > 0 => {
+        let room = dst.spare_capacity_mut();
+        let offered = room.len();
+        match self.io.read_now(room) {
+            Ok(0) => {
+                self.ended = Some(Ended::Eof);
+                true
+            }
+            Ok(n) => {
+                assert!(
+                    n <= offered,
+                    "ReadNow reported more bytes than it was given room for"
+                );
                 // SAFETY: `read_now` initialized the first `n` bytes of the
-                // spare capacity it was given (its contract).
+                // spare capacity it was given (the `ReadNow` contract), and
+                // `n` is within it.
                 unsafe { dst.set_len(start + n) };
                 self.buf.record(n);
                 self.count(n);
+                self.frame_buffered()
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::Interrupted
+                        | io::ErrorKind::Unsupported
+                ) =>
+            {
+                false
+            }
+            Err(e) => {
+                self.ended = Some(Ended::Failed(e));
                 true
             }
-            _ => false,
+        }
+    }
+
+    /// The largest frame [`read_now`](Self::read_now) reads into the
+    /// adaptive buffer; larger ones are `next`'s.
+    fn read_now_max(&self) -> u64 {
+        self.own_allocation_above.min(self.max_frame_size) as u64
+    }
+
+    /// Whether the buffer holds a whole frame, or a header `next` must act on.
+    fn frame_buffered(&mut self) -> bool {
+        let max = self.read_now_max();
+        let buf = self.buf.buffer();
+        match read_header(buf) {
+            Ok(Some(header)) => header.frame_len() > max || buf.len() as u64 >= header.frame_len(),
+            Ok(None) => false,
+            Err(_) => true,
         }
     }
 }
@@ -252,6 +294,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             reserving: None,
             idle: None,
             had_large: false,
+            ended: None,
             bytes_read: 0,
             counters: None,
             activity: None,
@@ -293,7 +336,12 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             }
             // Where the next read goes: the large frame being assembled, or
             // the adaptive buffer (sized for the frame whose header is there).
-            let n = if let Some(large) = &mut self.large {
+            let n = if let Some(ended) = self.ended.take() {
+                match ended {
+                    Ended::Eof => 0,
+                    Ended::Failed(e) => return Err(e.into()),
+                }
+            } else if let Some(large) = &mut self.large {
                 let rest = large.total - large.buf.len();
                 let mut into = (&mut large.buf).limit(rest);
                 let read = match &mut large.deadline {

@@ -232,60 +232,129 @@ async fn tcp_pair() -> (tokio::net::TcpStream, tokio::net::tcp::OwnedReadHalf) {
     (client.unwrap(), read)
 }
 
-/// `read_now` until it reads, a bounded number of times.
-async fn read_now_soon<R: AsyncRead + ReadNow + Unpin>(reader: &mut FrameReader<R>) -> bool {
+/// `read_now` until it has something, sleeping the thread (not the task)
+/// between tries: on this current-thread runtime nothing polls the I/O
+/// driver meanwhile, so what is read was read without it.
+fn read_now_blocking<R: AsyncRead + ReadNow + Unpin>(reader: &mut FrameReader<R>) -> bool {
     for _ in 0..2000 {
         if reader.read_now() {
             return true;
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        std::thread::sleep(Duration::from_millis(1));
     }
     false
 }
 
+/// Turns the client into a blocking std socket and writes `bytes` with it:
+/// no write of the tests below goes through the runtime.
+fn blocking_client(client: tokio::net::TcpStream, bytes: Vec<u8>) -> std::net::TcpStream {
+    let mut client = client.into_std().unwrap();
+    client.set_nonblocking(false).unwrap();
+    std::io::Write::write_all(&mut client, &bytes).unwrap();
+    client
+}
+
 #[tokio::test]
-async fn read_now_reads_small_frames_without_the_runtime_and_leaves_large_ones_to_next() {
-    let (mut client, read) = tcp_pair().await;
+async fn read_now_reads_whole_small_frames_without_the_runtime() {
+    let (client, read) = tcp_pair().await;
     let mut reader = FrameReader::new(read, 1 << 20, 512, 4096);
     assert!(reader.can_read_now());
-    assert!(!reader.read_now(), "nothing sent yet");
+    assert!(!reader.read_now(), "no buffer yet: nothing is read");
+    assert_eq!(reader.buffer_capacity(), 0, "and nothing allocated");
 
     // A first frame through the usual path allocates the buffer.
-    client.write_all(&request(1, 10)).await.unwrap();
+    let mut client = blocking_client(client, request(1, 10));
     assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    assert!(!reader.read_now(), "nothing sent");
 
-    // Two small frames read at once, in order, counted.
+    // Two small frames, read with no `.await` at all.
     let before = reader.bytes_read();
     let mut two = request(2, 100);
     two.extend(request(3, 200));
     let sent = two.len() as u64;
-    client.write_all(&two).await.unwrap();
+    std::io::Write::write_all(&mut client, &two).unwrap();
+    assert!(read_now_blocking(&mut reader), "the frames arrive");
     let mut got = Vec::new();
     while got.len() < 2 {
-        assert!(read_now_soon(&mut reader).await, "the frames arrive");
         while let Some(inbound) = reader.try_next_buffered().unwrap() {
             got.push(frame(Some(inbound)).header.request_id);
+        }
+        if got.len() < 2 {
+            assert!(read_now_blocking(&mut reader), "the second frame arrives");
         }
     }
     assert_eq!(got, [2, 3]);
     assert_eq!(reader.bytes_read() - before, sent);
 
-    // A frame larger than the buffer's maximum needs an allocation of its
-    // own: `read_now` stops at its header, `next` reads it whole.
-    client.write_all(&request(4, 10_000)).await.unwrap();
-    let mut reads = 0;
-    while reader.read_now() && reads < 100 {
-        reads += 1;
-    }
-    let large = frame(reader.next().await.unwrap());
-    assert_eq!((large.header.request_id, large.body.len()), (4, 10_000));
+    // Half a frame is kept, and not reported until the rest comes.
+    let half = request(4, 300);
+    std::io::Write::write_all(&mut client, &half[..100]).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!reader.read_now(), "half a frame is not a frame");
+    assert!(reader.try_next_buffered().unwrap().is_none());
+    std::io::Write::write_all(&mut client, &half[100..]).unwrap();
+    assert!(read_now_blocking(&mut reader));
+    assert_eq!(
+        frame(reader.try_next_buffered().unwrap()).header.request_id,
+        4
+    );
+}
 
-    // The end of the stream is left to `next`.
+#[tokio::test]
+async fn read_now_leaves_a_large_frame_to_next() {
+    let (client, read) = tcp_pair().await;
+    let mut reader = FrameReader::new(read, 1 << 20, 512, 4096);
+    let mut client = blocking_client(client, request(1, 10));
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+
+    // A frame larger than the buffer's maximum needs an allocation of its
+    // own: `read_now` reports its header and reads no further.
+    std::io::Write::write_all(&mut client, &request(2, 10_000)).unwrap();
+    assert!(read_now_blocking(&mut reader), "its header is reported");
+    let read_once = reader.bytes_read();
+    assert!(reader.read_now());
+    assert_eq!(reader.bytes_read(), read_once, "nothing more is read");
+    let large = frame(reader.next().await.unwrap());
+    assert_eq!((large.header.request_id, large.body.len()), (2, 10_000));
+}
+
+#[tokio::test]
+async fn read_now_finds_the_end_of_the_stream_and_next_reports_it() {
+    let (client, read) = tcp_pair().await;
+    let mut reader = FrameReader::new(read, 1 << 20, 512, 4096);
+    let client = blocking_client(client, request(1, 10));
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    // A last frame, then the end.
+    let mut client = client;
+    std::io::Write::write_all(&mut client, &request(2, 10)).unwrap();
     drop(client);
-    for _ in 0..100 {
-        assert!(!reader.read_now());
-    }
-    assert!(reader.next().await.unwrap().is_none());
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(read_now_blocking(&mut reader));
+    assert_eq!(
+        frame(reader.try_next_buffered().unwrap()).header.request_id,
+        2
+    );
+    assert!(read_now_blocking(&mut reader), "the end is reported");
+    assert!(reader.next().await.unwrap().is_none(), "a clean end");
+}
+
+#[tokio::test]
+async fn read_now_keeps_a_reset_for_next() {
+    let (client, read) = tcp_pair().await;
+    let mut reader = FrameReader::new(read, 1 << 20, 512, 4096);
+    let client = blocking_client(client, request(1, 10));
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    // Closed with a zero linger: the peer resets the connection.
+    socket2::SockRef::from(&client)
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(client);
+    assert!(read_now_blocking(&mut reader), "the reset is found");
+    let err = reader.next().await.unwrap_err();
+    assert!(
+        err.to_string().to_lowercase().contains("reset"),
+        "the reset itself, not an end: {err}"
+    );
 }
 
 #[tokio::test]
@@ -297,4 +366,5 @@ async fn a_split_stream_is_never_read_now() {
     tx.write_all(&request(1, 10)).await.unwrap();
     assert!(!reader.read_now());
     assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    assert!(!reader.read_now());
 }
