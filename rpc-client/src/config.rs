@@ -24,6 +24,7 @@
 //!
 //! connect_timeout_ms = 500         # TCP connect (and TLS handshake) timeout
 //! write_queue_capacity = 4096       # frames queued per connection before callers wait
+//! busy_poll_us = 200                # a lone caller's answer is polled for (0: never)
 //!
 //! [compression]                     # requests of 1 KiB or more, and their answers
 //! algorithm = "zstd"                # none (default) | gzip | zstd
@@ -184,6 +185,14 @@ pub struct ClientConfig {
     /// Frames that may wait in a connection's write buffer; callers wait for
     /// room when it is full.
     pub write_queue_capacity: usize,
+    /// How long a connection whose server answered within this time twice
+    /// in a row polls for the next answer (reading its socket itself)
+    /// before its reader parks, while at most one call is in flight on the
+    /// client: a lone caller's round trip without the client's wake-up, for
+    /// up to this much of a thread's CPU per answer (`0`: never; at most
+    /// [`ClientConfig::MAX_BUSY_POLL`]; TLS only on a one-worker runtime).
+    #[serde(rename = "busy_poll_us", with = "rpc_core::config::duration_us")]
+    pub busy_poll: Duration,
     /// Items of a server stream this client takes before it reads any: what
     /// one stream may have in flight towards it (256).
     pub stream_window: u32,
@@ -219,6 +228,7 @@ impl Default for ClientConfig {
             idempotent_methods: Vec::new(),
             connect_timeout: ClientTransport::DEFAULT_CONNECT_TIMEOUT,
             write_queue_capacity: ClientTransport::DEFAULT_WRITE_QUEUE_CAPACITY,
+            busy_poll: ClientTransport::DEFAULT_BUSY_POLL,
             stream_window: rpc_core::stream::DEFAULT_WINDOW,
             compression: CompressionConfig::default(),
             transport: TransportConfig::default(),
@@ -330,6 +340,15 @@ impl ClientConfig {
                 "must be at least 1",
             ));
         }
+        if self.busy_poll > Self::MAX_BUSY_POLL {
+            return Err(RpcError::config(
+                "busy_poll_us",
+                format!(
+                    "must be at most {} (it is CPU spent per answer; 0 turns it off)",
+                    Self::MAX_BUSY_POLL.as_micros()
+                ),
+            ));
+        }
         rpc_codec::compression::BodyCompressor::from_config(&self.compression, "compression")?;
         self.transport.validate("transport.")
     }
@@ -341,8 +360,14 @@ impl ClientConfig {
         transport.shared = self.transport.clone();
         transport.connect_timeout = self.connect_timeout;
         transport.write_queue_capacity = self.write_queue_capacity;
+        transport.busy_poll = self.busy_poll;
         transport
     }
+}
+
+impl ClientConfig {
+    /// The largest `busy_poll` accepted (as the server's).
+    pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
 }
 
 #[cfg(test)]
@@ -403,6 +428,25 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("min_connections"));
+        let c: ClientConfig = parse_str("busy_poll_us = 5000\n", ConfigFormat::Toml).unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("busy_poll_us") && err.contains("at most 1000"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn busy_poll_is_in_microseconds_and_reaches_the_transport() {
+        assert_eq!(
+            ClientConfig::default().busy_poll,
+            Duration::from_micros(200)
+        );
+        let c: ClientConfig = parse_str("busy_poll_us = 0\n", ConfigFormat::Toml).unwrap();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.client_transport().busy_poll, Duration::ZERO);
+        let c: ClientConfig = parse_str("busy_poll_us = 20\n", ConfigFormat::Toml).unwrap();
+        assert_eq!(c.client_transport().busy_poll, Duration::from_micros(20));
     }
 
     #[test]

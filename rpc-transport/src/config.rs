@@ -67,6 +67,10 @@ pub struct ClientTransport {
     /// of its calls in the transport that opened it. A call alone in its
     /// count writes its frame through. Clones share the count.
     pub in_flight: CallsInFlight,
+    /// How long a connection whose server answered within this time twice
+    /// in a row polls for the next answer before its reader parks, while at
+    /// most one call is in flight (`0`: never; see [`busy_poll`](crate::busy_poll)).
+    pub busy_poll: Duration,
 }
 
 impl Default for ClientTransport {
@@ -78,6 +82,7 @@ impl Default for ClientTransport {
             #[cfg(feature = "tls")]
             tls: None,
             in_flight: CallsInFlight::default(),
+            busy_poll: ClientTransport::DEFAULT_BUSY_POLL,
         }
     }
 }
@@ -87,6 +92,8 @@ impl ClientTransport {
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
     /// Frames queued per connection before callers wait.
     pub const DEFAULT_WRITE_QUEUE_CAPACITY: usize = 4096;
+    /// The client's busy poll, as the server's default.
+    pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(200);
 }
 
 impl Default for TransportConfig {

@@ -33,6 +33,7 @@
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -50,7 +51,7 @@ use crate::heartbeat::{self, Activity};
 use crate::pending::{self, PendingCalls};
 use crate::streams::{OpenStreams, StreamLink};
 use crate::writer::Offer;
-use crate::{ClientTransport, CloseSignal, FrameReader, FrameWriter, Inbound};
+use crate::{BusyPoll, ClientTransport, CloseSignal, FrameReader, FrameWriter, Inbound, ReadNow};
 use rpc_core::stream::{Credit, Inbox, RawStreaming, StreamPeer, StreamSink};
 
 /// State shared by a connection's handle and its reader task.
@@ -60,6 +61,8 @@ struct Shared {
     pending: Arc<PendingCalls>,
     streams: Arc<OpenStreams>,
     close: Arc<CloseSignal>,
+    /// Frames the reader's busy poll read from the socket itself.
+    busy_poll_reads: AtomicU64,
 }
 
 impl Shared {
@@ -232,7 +235,7 @@ impl Connection {
         client: &ClientTransport,
     ) -> Arc<Connection>
     where
-        R: AsyncRead + Unpin + Send + 'static,
+        R: AsyncRead + ReadNow + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let config = &client.shared;
@@ -257,6 +260,7 @@ impl Connection {
             pending,
             streams,
             close: close.clone(),
+            busy_poll_reads: AtomicU64::new(0),
         });
         let activity = Arc::new(Activity::default());
         let reader = FrameReader::new(
@@ -266,7 +270,12 @@ impl Connection {
             config.read_buffer_max,
         )
         .with_activity(activity.clone());
-        tokio::spawn(read_loop(shared.clone(), reader, writer.clone()));
+        tokio::spawn(read_loop(
+            shared.clone(),
+            reader,
+            writer.clone(),
+            client.busy_poll,
+        ));
         heartbeat::spawn(
             activity,
             config.heartbeat_interval,
@@ -478,6 +487,13 @@ impl Connection {
         self.writer.queued_frames()
     }
 
+    /// Frames (answers, stream items) the connection's reader busy-polled
+    /// for and read from the socket itself, before any runtime thread had
+    /// seen it readable: each a wake-up saved ([`ClientTransport::busy_poll`]).
+    pub fn busy_poll_reads(&self) -> u64 {
+        self.shared.busy_poll_reads.load(Ordering::Relaxed)
+    }
+
     /// Calls waiting for a response on this connection.
     pub fn pending_count(&self) -> usize {
         self.shared.pending.len()
@@ -637,13 +653,16 @@ impl Drop for PendingCall {
     }
 }
 
-async fn read_loop<R: AsyncRead + Unpin>(
+async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
     shared: Arc<Shared>,
     mut reader: FrameReader<R>,
     writer: FrameWriter,
+    busy_poll: Duration,
 ) {
     let close = shared.close.clone();
     let mut closed = close.watch();
+    // A lone caller's answers are polled for (see `busy_poll`).
+    let mut poll = BusyPoll::new(busy_poll, reader.can_read_now());
     loop {
         // The read comes first: while frames keep arriving, the close waiter is
         // not polled at all; it is checked with one atomic load instead, and
@@ -651,11 +670,32 @@ async fn read_loop<R: AsyncRead + Unpin>(
         if close.is_closed() {
             break;
         }
+        let polling = poll.keep_polling();
         let next = tokio::select! {
             biased;
             r = reader.next() => r,
             _ = &mut closed => break,
+            // Last: only when the read has to wait. What `read_now` buffers,
+            // the next turn's `next` hands up at once.
+            _ = tokio::task::yield_now(), if polling => {
+                if reader.read_now() {
+                    shared.busy_poll_reads.fetch_add(1, Ordering::Relaxed);
+                }
+                continue;
+            }
         };
+        // One clock reading per frame, only while at most one call is in
+        // flight (a lone caller: its next answer is worth polling for).
+        if poll.is_on() {
+            let lone = shared.pending.client_in_flight() <= 1;
+            if lone {
+                let now = std::time::Instant::now();
+                poll.arrived(now);
+                poll.waits(now, true);
+            } else {
+                poll.start_over();
+            }
+        }
         match next {
             Ok(Some(Inbound::Frame(frame, _))) => {
                 writer.note_read();

@@ -11,8 +11,9 @@
 //!   [`Inbound::TooLarge`] and skips its bytes, so it costs one call, not the
 //!   connection;
 //! - [`ReadNow`]: a non-blocking read of a plain socket that does not wait
-//!   for the runtime to see it readable (a connection's busy poll on a
-//!   runtime with several threads);
+//!   for the runtime to see it readable, and [`BusyPoll`], which uses it:
+//!   a connection whose peer answers fast polls for its next frame for a
+//!   moment instead of parking (server and client side);
 //! - [`FrameWriter`]: a connection's write buffer, which callers encode their
 //!   frames into, and the writer task that writes everything queued with one
 //!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out.
@@ -38,6 +39,7 @@
 pub mod addr;
 pub mod allocator;
 pub mod budget;
+pub mod busy_poll;
 pub mod close;
 pub mod config;
 pub mod connection;
@@ -52,6 +54,7 @@ pub mod tls;
 pub mod writer;
 
 pub use budget::{FrameBudget, Reserved};
+pub use busy_poll::BusyPoll;
 pub use close::CloseSignal;
 pub use config::{ClientTransport, IoCounters, TransportConfig};
 pub use connection::{

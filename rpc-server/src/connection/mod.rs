@@ -90,7 +90,6 @@
 //! [`CallActivity`]: after each batch, one relaxed store when the batch held a
 //! request or the connection's busy state changed; no lock per request.
 
-mod busy_poll;
 mod idle;
 mod live;
 mod on_frame;
@@ -109,7 +108,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
-use rpc_transport::{FrameReader, Inbound, ReadNow, Reserved};
+use rpc_transport::{BusyPoll, FrameReader, Inbound, ReadNow, Reserved};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, warn};
 
@@ -119,7 +118,6 @@ use crate::dispatch::{start_call, InFlight};
 use crate::listener::{Accepted, Peer};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
-use busy_poll::BusyPoll;
 use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
@@ -441,7 +439,7 @@ async fn serve_halves<R, W>(
         // all of them, and none if a worker is awake to take them.
         if let (true, Some(lane)) = (called, &pool_lane) {
             lane.pool.wake_idle();
-            busy_poll.pooled();
+            busy_poll.start_over();
         }
         if let Some(pooled) = pooled {
             outbox.take_pooled(pooled);
@@ -481,7 +479,7 @@ async fn serve_halves<R, W>(
         }
         if arrived || answering {
             let pending = direct.as_ref().is_some_and(|d| !d.is_empty());
-            busy_poll.answered(clock, !pending && !stopping && outbox.is_empty());
+            busy_poll.waits(clock, !pending && !stopping && outbox.is_empty());
         }
 
         if stopping && calls(&streams) == 0 && next_frame.is_none() {
@@ -556,7 +554,7 @@ async fn serve_halves<R, W>(
                 }
             },
             // Last, so only when nothing above is ready: a client in rhythm
-            // is polled for instead of parking (see `busy_poll`).
+            // is polled for instead of parking (see `rpc_transport::busy_poll`).
             _ = tokio::task::yield_now(), if polling => polled = reader.read_now(),
         }
     }
