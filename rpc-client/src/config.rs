@@ -185,8 +185,9 @@ pub struct ClientConfig {
     /// Frames that may wait in a connection's write buffer; callers wait for
     /// room when it is full.
     pub write_queue_capacity: usize,
-    /// How long a connection whose server answered within this time twice
-    /// in a row polls for the next answer (reading its socket itself)
+    /// How long a connection whose last two answers each came within this
+    /// time of the one before (the caller's own time between calls
+    /// included) polls for the next answer (reading its socket itself)
     /// before its reader parks, while at most one call is in flight on the
     /// client: a lone caller's round trip without the client's wake-up, for
     /// up to this much of a thread's CPU per answer (`0`: never; at most

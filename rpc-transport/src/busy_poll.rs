@@ -31,8 +31,11 @@
 //! The caller decides when it may poll (`waits(now, may_poll)`): a server
 //! not for calls that go to its worker pool (the worker needs the core) nor
 //! while a call is pending on the connection; a client only with at most one
-//! call in flight on the connection (a loaded client has answers coming
-//! anyway, and its CPU is the server's too on a shared machine).
+//! call in flight on the whole client (a loaded client has answers coming
+//! anyway, and its CPU is the server's too on a shared machine), and it stops
+//! once that call went to another of its connections. A stream the server
+//! pushes at the client, with items less than `busy_poll` apart, keeps the
+//! client's reader polling for as long as it lasts.
 //!
 //! **TLS** connections poll only on a runtime with one worker: their bytes
 //! can only be read through the session, after the runtime has seen the
@@ -42,10 +45,12 @@
 //! only burned CPU). With one worker the yield itself polls the driver
 //! without sleeping.
 //!
-//! Measured (BENCHMARKS.md, "Busy-polling a lone caller" and "Busy-polling
-//! on every runtime"): on one worker the direct 1:1 p50 10–18 µs lower; on
-//! two workers, reading the socket itself, ping-pong with one caller
-//! 3.9–4.2× the messages per second on a slow stretch of the test machine.
+//! Measured (BENCHMARKS.md, "Busy-polling a lone caller", "Busy-polling on
+//! every runtime" and "The client polls for a lone caller's answer"): on one
+//! worker the direct 1:1 p50 10–18 µs lower; on two workers, reading the
+//! socket itself, ping-pong with one caller 3.9–4.2× the messages per
+//! second on a slow stretch of the test machine; with the client polling
+//! too, direct 1:1 twice the calls per second.
 //! The default limit, 200 µs, is what that stretch needed: its clients came
 //! back in 60–80 µs, past the 50 µs the poll started with.
 
@@ -109,6 +114,14 @@ impl BusyPoll {
     /// to the worker pool (the worker that runs them needs the core).
     pub fn start_over(&mut self) {
         self.quick = 0;
+        self.stop();
+    }
+
+    /// Ends a poll in progress (what it waits for will not come here);
+    /// the rhythm is kept.
+    pub fn stop(&mut self) {
+        self.polling = false;
+        self.waiting_since = None;
     }
 
     /// A frame arrived (handled from `now`): it keeps the rhythm if it came
@@ -209,6 +222,19 @@ mod tests {
         assert!(!poll.keep_polling_at(t + LIMIT));
         assert!(!poll.polling, "over until the next answers");
         assert!(!poll.keep_polling());
+    }
+
+    #[test]
+    fn starting_over_or_stopping_ends_a_poll_in_progress() {
+        for end in [BusyPoll::start_over, BusyPoll::stop] {
+            let mut poll = BusyPoll::with_limit(LIMIT);
+            let t = calls(&mut poll, Instant::now(), SOON, 3);
+            poll.waits(t, true);
+            assert!(poll.keep_polling_at(t));
+            end(&mut poll);
+            assert!(!poll.keep_polling_at(t));
+            assert!(!poll.arrived(t + SOON), "not polled for");
+        }
     }
 
     #[test]

@@ -67,9 +67,10 @@ pub struct ClientTransport {
     /// of its calls in the transport that opened it. A call alone in its
     /// count writes its frame through. Clones share the count.
     pub in_flight: CallsInFlight,
-    /// How long a connection whose server answered within this time twice
-    /// in a row polls for the next answer before its reader parks, while at
-    /// most one call is in flight (`0`: never; see [`busy_poll`](crate::busy_poll)).
+    /// How long a connection whose last two answers each came within this
+    /// time of the one before polls for the next answer before its reader
+    /// parks, while at most one call is in flight on the client (`0`:
+    /// never; see [`busy_poll`](crate::busy_poll)).
     pub busy_poll: Duration,
 }
 

@@ -66,6 +66,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// No call waits for an answer here and no stream is open (two locks:
+    /// only while busy-polling).
+    fn waits_for_nothing(&self) -> bool {
+        self.pending.len() == 0 && self.streams.len() == 0
+    }
+
     /// Fails every pending call with the close reason: `NotSent` for the
     /// requests `writer` never wrote (stopping it for good), the close error
     /// for the rest.
@@ -226,8 +232,10 @@ impl Connection {
         Ok(Connection::from_halves(read_half, write_half, peer, client))
     }
 
-    /// Wraps the two halves of any connected stream (a TLS stream split with
-    /// `tokio::io::split`, say); `peer` names the other end in errors and logs.
+    /// Wraps the two halves of a connected stream: a TCP or Unix socket's
+    /// `into_split` halves (which the busy poll can read at once), or any
+    /// stream split with `tokio::io::split` (a TLS stream, say); `peer`
+    /// names the other end in errors and logs.
     pub fn from_halves<R, W>(
         read_half: R,
         write_half: W,
@@ -487,9 +495,11 @@ impl Connection {
         self.writer.queued_frames()
     }
 
-    /// Frames (answers, stream items) the connection's reader busy-polled
-    /// for and read from the socket itself, before any runtime thread had
-    /// seen it readable: each a wake-up saved ([`ClientTransport::busy_poll`]).
+    /// Times the connection's reader, busy-polling for an answer, read
+    /// something from the socket itself before any runtime thread had seen
+    /// it readable (a whole frame, or several; the header of a large one;
+    /// the end of the stream): each a wake-up saved
+    /// ([`ClientTransport::busy_poll`]).
     pub fn busy_poll_reads(&self) -> u64 {
         self.shared.busy_poll_reads.load(Ordering::Relaxed)
     }
@@ -680,6 +690,11 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
             _ = tokio::task::yield_now(), if polling => {
                 if reader.read_now() {
                     shared.busy_poll_reads.fetch_add(1, Ordering::Relaxed);
+                } else if shared.pending.client_in_flight() > 0 && shared.waits_for_nothing() {
+                    // The client's call went to another of its connections
+                    // (the default `fixed` connections take turns): its
+                    // answer will not come here.
+                    poll.stop();
                 }
                 continue;
             }
