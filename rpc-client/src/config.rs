@@ -191,7 +191,7 @@ pub struct ClientConfig {
     /// before its reader parks, while at most one call is in flight on the
     /// client: a lone caller's round trip without the client's wake-up, for
     /// up to this much of a thread's CPU per answer (`0`: never; at most
-    /// [`ClientConfig::MAX_BUSY_POLL`]; TLS only on a one-worker runtime).
+    /// [`BusyPoll::MAX_LIMIT`](rpc_transport::BusyPoll::MAX_LIMIT); TLS only on a one-worker runtime).
     #[serde(rename = "busy_poll_us", with = "rpc_core::config::duration_us")]
     pub busy_poll: Duration,
     /// Items of a server stream this client takes before it reads any: what
@@ -341,15 +341,7 @@ impl ClientConfig {
                 "must be at least 1",
             ));
         }
-        if self.busy_poll > Self::MAX_BUSY_POLL {
-            return Err(RpcError::config(
-                "busy_poll_us",
-                format!(
-                    "must be at most {} (it is CPU spent per answer; 0 turns it off)",
-                    Self::MAX_BUSY_POLL.as_micros()
-                ),
-            ));
-        }
+        rpc_transport::BusyPoll::validate_limit(self.busy_poll)?;
         rpc_codec::compression::BodyCompressor::from_config(&self.compression, "compression")?;
         self.transport.validate("transport.")
     }
@@ -364,11 +356,6 @@ impl ClientConfig {
         transport.busy_poll = self.busy_poll;
         transport
     }
-}
-
-impl ClientConfig {
-    /// The largest `busy_poll` accepted (as the server's).
-    pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
 }
 
 #[cfg(test)]

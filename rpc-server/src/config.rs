@@ -166,9 +166,8 @@ impl Default for MemoryConfig {
 }
 
 impl ServerConfig {
-    /// The largest `busy_poll` accepted: a millisecond of spinning per
-    /// answered batch is already more than any round trip it could save.
-    pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
+    /// The largest `busy_poll` accepted ([`rpc_transport::BusyPoll::MAX_LIMIT`]).
+    pub const MAX_BUSY_POLL: Duration = rpc_transport::BusyPoll::MAX_LIMIT;
 
     /// Loads a config from a `.toml`, `.yaml` or `.yml` file and validates it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, RpcError> {
@@ -211,15 +210,7 @@ impl ServerConfig {
                 "must be at least 1 (leave it out for no per-address cap)",
             ));
         }
-        if self.busy_poll > Self::MAX_BUSY_POLL {
-            return Err(RpcError::config(
-                "busy_poll_us",
-                format!(
-                    "must be at most {} (it is CPU spent per answered batch; 0 turns it off)",
-                    Self::MAX_BUSY_POLL.as_micros()
-                ),
-            ));
-        }
+        rpc_transport::BusyPoll::validate_limit(self.busy_poll)?;
         if self.max_in_flight_per_connection == 0 {
             return Err(RpcError::config(
                 "max_in_flight_per_connection",

@@ -100,6 +100,24 @@ impl BusyPoll {
         }
     }
 
+    /// The largest limit a config accepts: a millisecond of spinning per
+    /// wait is already more than any round trip it could save.
+    pub const MAX_LIMIT: Duration = Duration::from_millis(1);
+
+    /// Checks a configured limit (`busy_poll_us`) against [`MAX_LIMIT`](Self::MAX_LIMIT).
+    pub fn validate_limit(limit: Duration) -> Result<(), rpc_core::RpcError> {
+        if limit > Self::MAX_LIMIT {
+            return Err(rpc_core::RpcError::config(
+                "busy_poll_us",
+                format!(
+                    "must be at most {} (it is CPU spent each time a connection waits; 0 turns it off)",
+                    Self::MAX_LIMIT.as_micros()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether this connection may ever poll (a limit, and a socket it can
     /// read or a one-worker runtime): when not, callers skip the clock.
     pub fn is_on(&self) -> bool {
