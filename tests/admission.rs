@@ -379,16 +379,20 @@ async fn at_max_connections_with_every_connection_calling_a_newcomer_is_refused(
 // --- fixed connections after a restart ---------------------------------------------------------
 
 /// One restart of a server under load from `callers` sequential callers on a
-/// `fixed` client of 2 connections; returns how long after the restart both
-/// connections were open again (`None`: not within 3 s).
-async fn restart_under_load(callers: usize) -> Option<Duration> {
+/// `fixed` client of 2 connections taking `coalesce_calls` calls per write;
+/// returns how long after the restart both connections were open again
+/// (`None`: not within 3 s).
+async fn restart_under_load(callers: usize, coalesce_calls: usize) -> Option<Duration> {
     let config = server_config(Dispatch::Direct, QueueKind::Transfer);
     let (server, _) = start(config.clone()).await;
     let addr = server.local_addr();
-    // The client's defaults but for the timeout and a single try.
+    // The client's defaults but for the timeout, a single try and the cap.
     let client = Client::builder()
         .addr(addr.to_string())
-        .connect(Connect::fixed(2))
+        .connect(Connect::Fixed {
+            connections: 2,
+            coalesce_calls,
+        })
         .request_timeout(Duration::from_secs(3))
         .max_try_count(1)
         .build()
@@ -471,16 +475,21 @@ async fn restart_under_load(callers: usize) -> Option<Duration> {
 async fn a_fixed_client_reopens_both_connections_after_a_server_restart_under_load() {
     bounded(30, async {
         let _serial = SERIAL.lock().await;
-        // One sequential caller kept the broken slot out of reach every time
-        // (`ready` and `acquire` each stepped round-robin); several callers
-        // only sometimes.
-        for callers in [1, 8] {
-            let reopened = restart_under_load(callers).await;
+        // One sequential caller going round-robin kept the broken slot out
+        // of reach every time (`ready` and `acquire` each stepped on);
+        // several callers only sometimes.
+        for (callers, coalesce_calls) in [(1, 1), (8, 1), (8, Connect::DEFAULT_COALESCE_CALLS)] {
+            let reopened = restart_under_load(callers, coalesce_calls).await;
             assert!(
                 reopened.is_some(),
-                "both fixed connections reopen within 3 s under load ({callers} caller(s))"
+                "both fixed connections reopen within 3 s under load \
+                 ({callers} caller(s), {coalesce_calls} call(s) per write)"
             );
         }
+        // With the default cap a lone caller stays on one connection: that
+        // one reopens, the calls go on (asserted inside), the other slot
+        // waits until calls overlap.
+        restart_under_load(1, Connect::DEFAULT_COALESCE_CALLS).await;
     })
     .await;
 }

@@ -827,10 +827,17 @@ async fn fixed_connections_share_a_write_among_calls_made_together() {
         burst(calc(1).await, 8).await;
         assert_eq!(calls_per_connection(&take()), vec![2, 2, 2, 2]);
 
-        // Calls that do not overlap still go round-robin with the default.
-        let calc = calc(16).await;
+        // Calls that do not overlap stay on one connection with the default
+        // (a lone caller: both sides' busy poll sees every call)...
+        let calc16 = calc(16).await;
         for i in 0..8 {
-            assert_eq!(calc.add(i, 1).await.unwrap(), i + 1);
+            assert_eq!(calc16.add(i, 1).await.unwrap(), i + 1);
+        }
+        assert_eq!(calls_per_connection(&take()), vec![8]);
+        // ...and go round-robin with strict round-robin.
+        let calc1 = calc(1).await;
+        for i in 0..8 {
+            assert_eq!(calc1.add(i, 1).await.unwrap(), i + 1);
         }
         assert_eq!(calls_per_connection(&take()), vec![2, 2, 2, 2]);
     })

@@ -692,8 +692,8 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
                     shared.busy_poll_reads.fetch_add(1, Ordering::Relaxed);
                 } else if shared.pending.client_in_flight() > 0 && shared.waits_for_nothing() {
                     // The client's call went to another of its connections
-                    // (the default `fixed` connections take turns): its
-                    // answer will not come here.
+                    // (calls that overlapped moved the client's `fixed`
+                    // connections on): its answer will not come here.
                     poll.stop();
                 }
                 continue;

@@ -4,72 +4,25 @@
 //! from the socket itself (the worker blocked in `epoll_wait` is not the one
 //! polling); with the poll off, none; every call is answered either way.
 
-use std::io::{Read, Write};
+#[path = "support/blocking_echo.rs"]
+mod blocking_echo;
+
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use rpc_codec::{FrameCodec, FrameKind, OutFrame};
-use rpc_core::WriteMode;
-use rpc_transport::{ClientTransport, SendSpec, Started};
-use tokio::time::Instant;
-use tokio_util::codec::Decoder;
-
-/// A blocking server on its own thread: answers every request on the one
-/// connection it accepts with its body, until the client goes.
-fn echo_server() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        stream.set_nodelay(true).unwrap();
-        let mut codec = FrameCodec::new(1 << 20);
-        let mut buf = BytesMut::new();
-        let mut chunk = [0u8; 4096];
-        loop {
-            while let Some(frame) = codec.decode(&mut buf).expect("a valid frame") {
-                if frame.header.kind == FrameKind::Request {
-                    let mut out = BytesMut::new();
-                    OutFrame::response(frame.header.request_id, 1, frame.body.clone())
-                        .encode(&mut out, 1 << 20)
-                        .unwrap();
-                    stream.write_all(&out).unwrap();
-                }
-            }
-            match stream.read(&mut chunk) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-    });
-    addr
-}
+use blocking_echo::{echo_call, echo_server};
+use rpc_transport::ClientTransport;
 
 /// Makes `calls` calls one after another; returns the answers the reader's
 /// poll read itself.
 async fn lone_calls(busy_poll: Duration, calls: u64) -> u64 {
-    let addr = echo_server();
+    let (addr, _) = echo_server(1);
     let transport = ClientTransport {
         busy_poll,
         ..ClientTransport::default()
     };
     let conn = rpc_transport::connect(&addr, &transport).await.unwrap();
     for i in 0..calls {
-        let body = Bytes::from(i.to_le_bytes().to_vec());
-        let mut frame = OutFrame::request(0, 1, "S", "m", body.clone());
-        let spec = SendSpec {
-            mode: WriteMode::Async,
-            deadline: Instant::now() + Duration::from_secs(10),
-            timeout: Duration::from_secs(10),
-        };
-        let call = match conn.start(&mut frame, spec).unwrap() {
-            Started::Sent(call) => call,
-            Started::Waiting(call, wait) => {
-                wait.await.unwrap();
-                call
-            }
-        };
-        let answer = call.response().await.unwrap();
-        assert_eq!(answer.body, body, "call {i}");
+        echo_call(&conn, i).await;
     }
     let polled = conn.busy_poll_reads();
     conn.close("done");

@@ -24,6 +24,17 @@
 //! round-robin would have spread them; use `pool` dispatch for such handlers
 //! (the default), or `coalesce_calls = 1`.
 //!
+//! # A lone caller stays on its connection
+//!
+//! A call made while no other call of the client is in flight (a lone
+//! caller, one call after another) goes to the connection the call before
+//! went to, not round-robin: there is no load to spread, and both sides
+//! busy-poll a connection whose answers, or requests, follow each other
+//! closely (`busy_poll`): taking turns over `n` connections would show each
+//! of them only every `n`-th call, and neither side's poll would ever catch
+//! one. As soon as calls overlap, they spread as above. `coalesce_calls = 1`
+//! keeps strict round-robin, a lone caller's calls included.
+//!
 //! # A broken slot is reconnected by the call that found it
 //!
 //! A call first asks [`ready`](FixedConnections::ready) for an open connection
@@ -41,7 +52,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rpc_core::RpcError;
-use rpc_transport::{ClientTransport, Connection};
+use rpc_transport::{CallsInFlight, ClientTransport, Connection};
 
 use super::slot::Slot;
 use crate::ClientConfig;
@@ -58,6 +69,9 @@ pub struct FixedConnections {
     broken: AtomicUsize,
     /// Most frames a batch takes before calls move on (`coalesce_calls`).
     batch_cap: usize,
+    /// Calls in flight on the whole client: with none, the next call is a
+    /// lone caller's and stays where the one before went.
+    in_flight: CallsInFlight,
 }
 
 impl FixedConnections {
@@ -83,20 +97,27 @@ impl FixedConnections {
             current: AtomicUsize::new(0),
             broken: AtomicUsize::new(0),
             batch_cap: coalesce_calls.max(1),
+            in_flight: transport.in_flight.clone(),
         })
     }
 
     /// Where the next call goes: the current slot's connection while its next
-    /// write is gathering and below the cap, else the next slot in
-    /// round-robin order.
+    /// write is gathering and below the cap, the current slot again when no
+    /// call is in flight (a lone caller; not with a cap of 1), else the next
+    /// slot in round-robin order.
     fn pick(&self) -> Pick {
         let n = self.slots.len();
         if n == 1 {
             return Pick::Next(0);
         }
-        let current = &self.slots[self.current.load(Ordering::Relaxed) % n];
-        if let Some(conn) = current.joinable(self.batch_cap) {
+        let at = self.current.load(Ordering::Relaxed) % n;
+        if let Some(conn) = self.slots[at].joinable(self.batch_cap) {
             return Pick::Join(conn);
+        }
+        if self.batch_cap > 1 && self.in_flight.get() == 0 {
+            // Round-robin steps on from here once calls overlap.
+            self.next.store(at + 1, Ordering::Relaxed);
+            return Pick::Next(at);
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
         // Racing callers on other threads may each step on; any of their
