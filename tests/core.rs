@@ -138,19 +138,73 @@ async fn timeouts_follow_call_over_method_over_config() {
     .await;
 }
 
+/// A pool dispatch server with one core thread, at most `max_threads`
+/// named `name-N`, and `queue_size`.
+fn small_pool(
+    queue: QueueKind,
+    max_threads: usize,
+    queue_size: usize,
+    name: &str,
+) -> brisk::ServerConfig {
+    let mut config = server_config(Dispatch::Pool, queue);
+    config.dispatch = DispatchConfig::Pool(PoolConfig {
+        core_threads: 1,
+        max_threads,
+        queue_size,
+        queue,
+        name: name.to_owned(),
+        ..PoolConfig::default()
+    });
+    config
+}
+
+/// A pooled handler that awaits holds no worker while it waits: on a pool
+/// of at most two threads, twenty calls sleep at once (with a worker held
+/// per await, two would, and the rest queue behind them), each goes on on a
+/// worker thread after its await, and every one is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_handlers_that_await_hold_no_worker_while_they_wait() {
+    bounded(60, async {
+        for queue in [QueueKind::Blocking, QueueKind::Transfer] {
+            let (server, imp) = start(small_pool(queue, 2, 100, "waits")).await;
+            let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+            let sleepers: Vec<_> = (0..20)
+                .map(|_| {
+                    let c = calc.with_options(CallOptions::timeout(Duration::from_secs(30)));
+                    tokio::spawn(async move { c.sleep_ms(3_000).await })
+                })
+                .collect();
+            assert!(
+                wait_until(Duration::from_secs(2), || imp
+                    .slept
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    == 20)
+                .await,
+                "{queue}: all 20 sleep at once on 2 threads, {} did",
+                imp.slept.load(std::sync::atomic::Ordering::SeqCst)
+            );
+            // The pool still runs other calls meanwhile.
+            assert_eq!(calc.add(2, 3).await.unwrap(), 5, "{queue}");
+            let thread = calc.thread_after_sleep(10).await.unwrap();
+            assert!(
+                thread.starts_with("waits-"),
+                "{queue}: after its await a handler goes on on a worker, not on {thread:?}"
+            );
+            for s in sleepers {
+                assert_eq!(s.await.unwrap().unwrap(), 3_000, "{queue}");
+            }
+            assert_eq!(server.stats().busy_rejections, 0, "{queue}");
+            server.shutdown().await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saturated_pool_answers_server_busy_promptly() {
     bounded(30, async {
         for queue in [QueueKind::Blocking, QueueKind::Transfer] {
-            let mut config = server_config(Dispatch::Pool, queue);
-            config.dispatch = DispatchConfig::Pool(PoolConfig {
-                core_threads: 1,
-                max_threads: 1,
-                queue_size: 1,
-                queue,
-                ..PoolConfig::default()
-            });
-            let (server, imp) = start(config).await;
+            let (server, imp) = start(small_pool(queue, 1, 1, "brisk-worker")).await;
             let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
             // Occupy the pool: one running, and the queue bound used up.
             let c1 = calc.clone();

@@ -19,6 +19,8 @@ pub trait Calc {
     /// `echo` for large payloads: bytes that decode without a copy.
     async fn blob(&self, cx: &Context, data: brisk::Payload) -> Result<brisk::Payload, Status>;
     async fn sleep_ms(&self, cx: &Context, ms: u64) -> Result<u64, Status>;
+    /// Sleeps `ms`, then names the thread it goes on on.
+    async fn thread_after_sleep(&self, cx: &Context, ms: u64) -> Result<String, Status>;
     async fn fail(&self, cx: &Context, message: String) -> Result<(), Status>;
     async fn panic_now(&self, cx: &Context) -> Result<(), Status>;
     async fn wait_gate(&self, cx: &Context, tag: u64) -> Result<u64, Status>;
@@ -93,6 +95,10 @@ impl Calc for Arc<CalcImpl> {
         self.slept.fetch_add(1, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(ms)
+    }
+    async fn thread_after_sleep(&self, _cx: &Context, ms: u64) -> Result<String, Status> {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(std::thread::current().name().unwrap_or("").to_owned())
     }
     async fn fail(&self, _cx: &Context, message: String) -> Result<(), Status> {
         self.calls.fetch_add(1, Ordering::Relaxed);

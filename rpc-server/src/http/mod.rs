@@ -60,12 +60,27 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, warn};
 
 use crate::ctx::{Dispatcher, ServerCtx};
-use crate::dispatch::{deadline_error, execute, PoolJob, Reply};
+use crate::dispatch::{deadline_error, finish_call, start_call, PoolJob, Reply};
 use crate::router::{Route, RouteEntry};
 use crate::stop::StopLevel;
 use crate::stream::{run_stream, LocalFlow};
 
 mod encoding;
+
+/// Runs `req` to completion on this task (direct dispatch): [`start_call`]
+/// then [`finish_call`], with panics contained.
+async fn execute(
+    ctx: &ServerCtx,
+    route: &RouteEntry,
+    req: RpcRequest,
+    started: Instant,
+) -> Result<RpcResponse, RpcError> {
+    use futures::FutureExt;
+    let outcome = std::panic::AssertUnwindSafe(start_call(ctx, route, req))
+        .catch_unwind()
+        .await;
+    finish_call(ctx, route, started.elapsed(), outcome)
+}
 
 const META_PREFIX: &str = "x-brisk-meta-";
 const TIMEOUT_HEADER: &str = "x-brisk-timeout-ms";

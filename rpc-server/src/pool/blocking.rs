@@ -50,6 +50,16 @@ impl BlockingQueue {
         }
     }
 
+    /// Queues `task` under the lock `state` holds, then wakes a worker.
+    fn push(&self, mut state: impl std::ops::DerefMut<Target = State>, task: Task) {
+        state.tasks.push_back(task);
+        self.len.store(state.tasks.len(), Ordering::Relaxed);
+        drop(state);
+        // The task is visible under the lock before we notify, and waiters
+        // re-check the deque under the same lock, so no wake-up is lost.
+        self.not_empty.notify_one();
+    }
+
     fn pop(&self, state: &mut State) -> Option<Task> {
         let task = state.tasks.pop_front()?;
         self.len.store(state.tasks.len(), Ordering::Relaxed);
@@ -61,17 +71,17 @@ impl TaskQueue for BlockingQueue {
     /// Every offer wakes a parked worker (`LinkedBlockingQueue`'s
     /// semantics), so `wake` changes nothing here and nothing needs rescue.
     fn offer(&self, task: Task, _wake: bool) -> Result<bool, Task> {
-        let mut state = self.state.lock();
+        let state = self.state.lock();
         if state.tasks.len() >= self.capacity {
             return Err(task);
         }
-        state.tasks.push_back(task);
-        self.len.store(state.tasks.len(), Ordering::Relaxed);
-        drop(state);
-        // The task is visible under the lock before we notify, and waiters
-        // re-check the deque under the same lock, so no wake-up is lost.
-        self.not_empty.notify_one();
+        self.push(state, task);
         Ok(false)
+    }
+
+    fn offer_past_bound(&self, task: Task) -> bool {
+        self.push(self.state.lock(), task);
+        false
     }
 
     fn wake_idle(&self) -> bool {

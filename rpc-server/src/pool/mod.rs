@@ -69,6 +69,14 @@
 //! time, never while other calls keep the pool busy, and only while the
 //! caller's calls have been coming closer together than that.
 //!
+//! # Work the pool accepted before
+//!
+//! A pooled async handler that waits holds no worker: its future becomes a
+//! task whose waker hands its next poll back with `WorkerPool::resume`
+//! (`dispatch::on_pool`). That hand-back grows the pool like a submit but
+//! is never refused over the bound: the call was admitted when it came in,
+//! and refusing its next poll would lose it.
+//!
 //! # Correctness notes
 //!
 //! The protocol counters (`submitted`, `active`, `pool_size`, the shutdown
@@ -162,6 +170,9 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// queued tasks wait for a worker that is inside a task (it may block),
     /// so the monitor must watch.
     fn offer(&self, task: Task, wake: bool) -> Result<bool, Task>;
+    /// [`offer`](Self::offer) with a wake-up, even when the queue is full:
+    /// work the pool accepted before (see [`WorkerPool::resume`]).
+    fn offer_past_bound(&self, task: Task) -> bool;
     /// Wakes a worker if tasks are queued and none is awake to take them;
     /// returns whether the monitor must watch, as `offer` does.
     fn wake_idle(&self) -> bool;
@@ -630,14 +641,30 @@ impl WorkerPool {
         }
     }
 
+    /// Hands the pool the next step of work it accepted before: a task
+    /// that waited (a handler's future woken again), not new work. Past
+    /// the bound, which admits new work only (the calls that can wait are
+    /// bounded where they come in); grows before queueing as
+    /// [`submit`](Self::submit) does. Returns the task only when the pool
+    /// is shut down.
+    pub(crate) fn resume(&self, task: Task) -> Result<(), Rejected> {
+        self.submit_within(task, true, false)
+    }
+
     fn submit_with(&self, task: Task, wake: bool) -> Result<(), Rejected> {
+        self.submit_within(task, wake, true)
+    }
+
+    /// `submit_with`, `bounded` by `submit_limit` and the blocking queue's
+    /// size or not.
+    fn submit_within(&self, task: Task, wake: bool, bounded: bool) -> Result<(), Rejected> {
         let s = &self.shared;
         // Cheap early-out; the re-check below is the one that matters.
         if s.shutdown.load(SeqCst) {
             return Err(s.reject(task));
         }
         let in_flight = s.submitted.fetch_add(1, SeqCst) + 1;
-        if in_flight > s.submit_limit || s.shutdown.load(SeqCst) {
+        if (bounded && in_flight > s.submit_limit) || s.shutdown.load(SeqCst) {
             return Err(s.withdraw(task));
         }
 
@@ -663,7 +690,12 @@ impl WorkerPool {
             }
         }
 
-        match s.queue.offer(task, wake) {
+        let offered = if bounded {
+            s.queue.offer(task, wake)
+        } else {
+            Ok(s.queue.offer_past_bound(task))
+        };
+        match offered {
             Ok(watch) => {
                 if watch {
                     s.monitor.nudge();

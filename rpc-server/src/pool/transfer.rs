@@ -158,6 +158,11 @@ impl TaskQueue for TransferQueue {
         Ok(wake && self.wake_if_idle(&mut st))
     }
 
+    /// The transfer queue has no bound of its own (the pool counts).
+    fn offer_past_bound(&self, task: Task) -> bool {
+        matches!(self.offer(task, true), Ok(true))
+    }
+
     fn wake_idle(&self) -> bool {
         let mut st = self.state.lock();
         self.wake_if_idle(&mut st)

@@ -25,18 +25,16 @@
 //! request parsing and answer writing; this module owns what lies between, so
 //! both run calls alike. A connection task polls [`start_call`] itself, to try
 //! each call once inline and answer it in the same batch, then calls
-//! [`finish_call`] with its own clock reading; others use [`execute`]. A pool
-//! thread first polls its call once without `block_on` (see `run_on_worker`),
-//! because most handlers finish without waiting on anything.
+//! [`finish_call`] with its own clock reading; the HTTP gateway runs both in one. A pool
+//! thread polls its call once where it is, because most handlers finish
+//! without waiting on anything; a handler that waits becomes a task of the
+//! pool that holds no worker while it waits (`on_pool`).
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures::FutureExt;
 use rpc_core::{CancelSignal, Endpoint, HandlerFuture, Next, RpcError, RpcRequest, RpcResponse};
 #[cfg(feature = "http")]
 use tokio::sync::oneshot;
@@ -46,6 +44,8 @@ use crate::panic::panic_message;
 use crate::pool::WorkerPool;
 use crate::reply::AnswerSlot;
 use crate::router::{Route, RouteEntry};
+
+mod on_pool;
 
 /// The end of the server's interceptor chain: the routed method.
 struct HandlerEndpoint<'a>(&'a RouteEntry);
@@ -168,21 +168,6 @@ pub(crate) fn finish_call(
     result
 }
 
-/// Runs `req` to completion, whatever the protocol: [`start_call`] then
-/// [`finish_call`], with panics contained. `started` is the caller's clock
-/// reading at the start (one `Instant::now` fewer when it has one anyway).
-pub(crate) async fn execute(
-    ctx: &ServerCtx,
-    route: &RouteEntry,
-    req: RpcRequest,
-    started: Instant,
-) -> Result<RpcResponse, RpcError> {
-    let outcome = AssertUnwindSafe(start_call(ctx, route, req))
-        .catch_unwind()
-        .await;
-    finish_call(ctx, route, started.elapsed(), outcome)
-}
-
 /// Completion bookkeeping of one call polled by its connection task (direct
 /// dispatch): when dropped (answered, or the call lost), the connection may
 /// read again.
@@ -224,6 +209,15 @@ pub(crate) enum Reply {
 }
 
 impl Reply {
+    /// Delivers from a worker thread if the answer ends the call: a deadline
+    /// answered (or a cancel) in the meantime came first otherwise, and
+    /// nobody waits for it.
+    fn end(self, end: &CancelSignal, result: Result<RpcResponse, RpcError>) {
+        if end.finish() {
+            self.deliver(result);
+        }
+    }
+
     /// Delivers from a worker thread. A caller that has gone away is not an error.
     fn deliver(self, result: Result<RpcResponse, RpcError>) {
         match self {
@@ -233,41 +227,6 @@ impl Reply {
                 let _ = tx.send(result);
             }
         }
-    }
-}
-
-/// Runs a call on a pool thread. Most handlers finish without waiting on
-/// anything, so the call is first polled once, inside the runtime's context (a
-/// handler may use tokio's timers or spawn) but without `block_on`, whose
-/// runtime entry and parking cost more than a short handler itself; only a call
-/// that is still pending is handed to `block_on`, which goes on polling the
-/// same future — until the call's context is cancelled, which drops it.
-fn run_on_worker(
-    ctx: &ServerCtx,
-    route: &RouteEntry,
-    req: RpcRequest,
-    started: Instant,
-    end: &CancelSignal,
-) -> Result<RpcResponse, RpcError> {
-    let mut call = std::pin::pin!(execute(ctx, route, req, started));
-    let first = {
-        let _runtime = ctx.runtime.enter();
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        call.as_mut().poll(&mut cx)
-    };
-    match first {
-        std::task::Poll::Ready(result) => result,
-        std::task::Poll::Pending => ctx.runtime.block_on(async {
-            tokio::select! {
-                biased;
-                r = &mut call => r,
-                // Its answer is discarded (the connection answered already):
-                // this only frees the worker.
-                _ = end.given_up() => Err(RpcError::Cancelled(format!(
-                    "{}.{} was cancelled while it ran", route.service, route.method
-                ))),
-            }
-        }),
     }
 }
 
@@ -299,24 +258,18 @@ impl PoolJob {
             drop(reply);
             return;
         }
-        let expired = req.cx.deadline().filter(|d| *d <= started);
-        let result = match expired {
+        if let Some(deadline) = req.cx.deadline().filter(|d| *d <= started) {
             // The caller has given up already: do not spend a worker on it.
-            Some(deadline) => {
-                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                route.metrics.record(Duration::ZERO, false);
-                Err(deadline_error(
-                    &route,
-                    deadline.saturating_duration_since(received),
-                ))
-            }
-            None => run_on_worker(&ctx, &route, req, started, &end),
-        };
-        // The answer goes out only if it ends the call: a deadline answered
-        // (or a cancel) in the meantime came first, and nobody waits for it.
-        if end.finish() {
-            reply.deliver(result);
+            ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+            route.metrics.record(Duration::ZERO, false);
+            let result = Err(deadline_error(
+                &route,
+                deadline.saturating_duration_since(received),
+            ));
+            reply.end(&end, result);
+            return;
         }
+        on_pool::run_call(ctx, route, req, started, end, reply);
     }
 
     /// Submits to the pool. When the pool is full the job is dropped unrun

@@ -1,0 +1,153 @@
+//! A pooled call on its worker: polled once, and, when its handler waits
+//! (an `.await` on I/O, a timer, another service), a task of the worker pool
+//! that holds no thread while it waits.
+//!
+//! # Why it is shaped so
+//!
+//! A handler that waits used to keep its worker in `block_on` until it
+//! finished: with `max_threads` handlers awaiting a database, the pool was
+//! full and every other call queued behind them or was refused
+//! `ServerBusy`, with the CPU idle. Here a waiting handler becomes an
+//! [`async_task`] task whose waker hands its next poll back to the pool
+//! ([`WorkerPool::resume`]): every poll still runs on a worker thread (a
+//! handler that blocks between two awaits still occupies one worker and
+//! stalls nothing else: the Tomcat guarantee), but between polls the call
+//! holds no worker, so the other calls run on it.
+//!
+//! The first poll is made on the worker that took the call, with the
+//! handler's future where it is — no task allocated — because most handlers
+//! finish without waiting; only a handler still pending after it is moved
+//! into a task, and polled again at once by that task (the first poll's
+//! waker did nothing: a wake-up registered then would be lost).
+//!
+//! # Bounds and the end of a call
+//!
+//! A woken call's next poll goes past the pool's queue bound
+//! ([`WorkerPool::resume`]): it is work the pool accepted, not new work,
+//! and the number of calls that can wait is bounded where they come in (a
+//! connection's `max_in_flight_per_connection`). When the call is given up
+//! (its deadline answered by the connection, a `Cancel`, the connection
+//! gone) it is woken, and its next poll drops the handler's future. A task
+//! the pool can no longer run (shut down, or gone) is dropped with its
+//! handler; its [`Reply`] then counts the call done without answering (its
+//! connection is closing).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use futures::future::CatchUnwind;
+use futures::FutureExt;
+use rpc_core::{CancelSignal, RpcError, RpcRequest};
+
+use super::{finish_call, start_call, CallFuture, Reply};
+use crate::ctx::ServerCtx;
+use crate::router::Route;
+
+/// A call's handler, its panics caught.
+type Handler<'a> = CatchUnwind<AssertUnwindSafe<CallFuture<'a>>>;
+
+/// Runs `req` on this worker thread and delivers its answer through `reply`
+/// — now, when the handler finishes at its first poll, or from the worker
+/// that polls it last.
+pub(super) fn run_call(
+    ctx: Arc<ServerCtx>,
+    route: Route,
+    req: RpcRequest,
+    started: Instant,
+    end: CancelSignal,
+    reply: Reply,
+) {
+    let mut handler = AssertUnwindSafe(start_call(&ctx, &route, req)).catch_unwind();
+    let first = {
+        let _runtime = ctx.runtime.enter();
+        handler.poll_unpin(&mut Context::from_waker(Waker::noop()))
+    };
+    let outcome = match first {
+        Poll::Ready(outcome) => outcome,
+        Poll::Pending => {
+            // SAFETY: `start_call`'s future borrows nothing but `*ctx` and
+            // `*route` (its signature ties its lifetime to those two
+            // borrows; the request is moved in). Both live in `Arc`
+            // allocations that `Waiting` owns beside the future and drops
+            // after it (fields drop in declaration order), and an `Arc`'s
+            // pointee does not move when the `Arc` does, so the borrows stay
+            // valid for as long as the future exists.
+            let handler = unsafe { std::mem::transmute::<Handler<'_>, Handler<'static>>(handler) };
+            wait(Waiting {
+                handler,
+                ctx,
+                route,
+                started,
+                end,
+                reply,
+            });
+            return;
+        }
+    };
+    let result = finish_call(&ctx, &route, started.elapsed(), outcome);
+    reply.end(&end, result);
+}
+
+/// A call whose handler waits, with what its future borrows.
+struct Waiting {
+    /// Declared first, so dropped first: it borrows from `ctx` and `route`.
+    handler: Handler<'static>,
+    ctx: Arc<ServerCtx>,
+    route: Route,
+    started: Instant,
+    end: CancelSignal,
+    reply: Reply,
+}
+
+/// Makes `call` a task of the worker pool and polls it once more, here.
+fn wait(call: Waiting) {
+    let Some(pool) = call.ctx.dispatcher.pool() else {
+        // Only pooled calls come here.
+        return;
+    };
+    let pool = Arc::downgrade(pool);
+    let runtime = call.ctx.runtime.clone();
+    let schedule = move |runnable: async_task::Runnable| {
+        // A pool that is gone or shut down drops the task, and the call
+        // with it (see the module docs).
+        if let Some(pool) = pool.upgrade() {
+            let runtime = runtime.clone();
+            let _ = pool.resume(Box::new(move || {
+                let _runtime = runtime.enter();
+                runnable.run();
+            }));
+        }
+    };
+    let runtime = call.ctx.runtime.clone();
+    let (runnable, task) = async_task::spawn(finish(call), schedule);
+    task.detach();
+    let _runtime = runtime.enter();
+    runnable.run();
+}
+
+/// The rest of a waiting call: its handler to the end, unless the call is
+/// given up first, then its answer.
+async fn finish(mut call: Waiting) {
+    let result = tokio::select! {
+        biased;
+        outcome = &mut call.handler => {
+            finish_call(&call.ctx, &call.route, call.started.elapsed(), outcome)
+        }
+        // Its answer is discarded (the connection answered already): this
+        // only drops the handler.
+        _ = call.end.given_up() => Err(RpcError::Cancelled(format!(
+            "{}.{} was cancelled while it ran",
+            call.route.service, call.route.method
+        ))),
+    };
+    let Waiting {
+        handler,
+        end,
+        reply,
+        ..
+    } = call;
+    drop(handler);
+    reply.end(&end, result);
+}
