@@ -183,7 +183,19 @@ async fn pooled_handlers_that_await_hold_no_worker_while_they_wait() {
                 "{queue}: all 20 sleep at once on 2 threads, {} did",
                 imp.slept.load(std::sync::atomic::Ordering::SeqCst)
             );
-            // The pool still runs other calls meanwhile.
+            // No worker is held while they wait...
+            let pool = || server.pool_stats().unwrap_or_default();
+            assert!(
+                wait_until(Duration::from_secs(2), || {
+                    let p = pool();
+                    p.waiting == 20 && p.active == 0
+                })
+                .await,
+                "{queue}: {:?}",
+                pool()
+            );
+            assert!(pool().largest_pool_size <= 2, "{queue}: {:?}", pool());
+            // ...and the pool runs other calls meanwhile.
             assert_eq!(calc.add(2, 3).await.unwrap(), 5, "{queue}");
             let thread = calc.thread_after_sleep(10).await.unwrap();
             assert!(
@@ -194,6 +206,70 @@ async fn pooled_handlers_that_await_hold_no_worker_while_they_wait() {
                 assert_eq!(s.await.unwrap().unwrap(), 3_000, "{queue}");
             }
             assert_eq!(server.stats().busy_rejections, 0, "{queue}");
+            server.shutdown().await;
+        }
+    })
+    .await;
+}
+
+/// Waiting pooled calls still count against the pool's bound: with room
+/// for three calls, three that wait fill it and a fourth is refused
+/// `ServerBusy` at once; a waiting call given up by its deadline is dropped
+/// (its place is freed long before its sleep would end); one that panics
+/// after its await is answered with the panic; all are answered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_pooled_calls_count_against_the_bound_and_end_once() {
+    bounded(60, async {
+        for queue in [QueueKind::Blocking, QueueKind::Transfer] {
+            // One thread and room for two queued: three calls in all.
+            let (server, imp) = start(small_pool(queue, 1, 2, "bound")).await;
+            let waiting = || server.pool_stats().map_or(0, |p| p.waiting);
+            let calc = client(server.local_addr(), ConnectType::Fixed, WriteMode::Async).await;
+            // One at a time: a burst could fill the blocking queue before
+            // the worker takes its first call.
+            let mut sleepers = Vec::new();
+            for i in 1..=3 {
+                let c = calc.with_options(CallOptions::timeout(Duration::from_secs(30)));
+                sleepers.push(tokio::spawn(async move { c.sleep_ms(1_500).await }));
+                assert!(
+                    wait_until(Duration::from_secs(5), || waiting() == i).await,
+                    "{queue}: {i} call(s) wait, {} do",
+                    waiting()
+                );
+            }
+            match calc.add(1, 2).await {
+                Err(RpcError::ServerBusy(msg)) => assert!(msg.contains("pool"), "{msg}"),
+                other => panic!("{queue}: a fourth call is refused, got {other:?}"),
+            }
+            for s in sleepers {
+                assert_eq!(s.await.unwrap().unwrap(), 1_500, "{queue}");
+            }
+            assert!(wait_until(Duration::from_secs(5), || waiting() == 0).await);
+
+            // Given up by its deadline while it waits: answered at the
+            // deadline, and its future dropped (no longer waiting) well
+            // before its 20 s sleep.
+            let slept = imp.slept.load(std::sync::atomic::Ordering::SeqCst);
+            let short = calc.with_options(CallOptions::timeout(Duration::from_millis(200)));
+            let e = short.sleep_ms(20_000).await.unwrap_err();
+            assert_eq!(e.code(), Code::DeadlineExceeded, "{queue}: {e}");
+            assert_eq!(
+                imp.slept.load(std::sync::atomic::Ordering::SeqCst),
+                slept + 1
+            );
+            assert!(
+                wait_until(Duration::from_secs(5), || waiting() == 0).await,
+                "{queue}: the given-up call's handler is dropped"
+            );
+
+            // A panic after the await is that call's error, nothing more.
+            let e = calc.panic_after_sleep(20).await.unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("deliberate test panic after an await"),
+                "{queue}: {e}"
+            );
+            assert_eq!(calc.add(2, 2).await.unwrap(), 4, "{queue}");
             server.shutdown().await;
         }
     })

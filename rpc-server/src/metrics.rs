@@ -249,6 +249,12 @@ impl Collector for ServerCollector {
                 "Calls waiting in the worker pool queue.",
                 gauge(p.queued),
             )?;
+            single(
+                e,
+                "brisk_pool_waiting_calls",
+                "Pooled calls whose async handler waits, holding no worker.",
+                gauge(p.waiting),
+            )?;
         }
         Ok(())
     }

@@ -21,6 +21,8 @@ pub trait Calc {
     async fn sleep_ms(&self, cx: &Context, ms: u64) -> Result<u64, Status>;
     /// Sleeps `ms`, then names the thread it goes on on.
     async fn thread_after_sleep(&self, cx: &Context, ms: u64) -> Result<String, Status>;
+    /// Sleeps `ms`, then panics.
+    async fn panic_after_sleep(&self, cx: &Context, ms: u64) -> Result<(), Status>;
     async fn fail(&self, cx: &Context, message: String) -> Result<(), Status>;
     async fn panic_now(&self, cx: &Context) -> Result<(), Status>;
     async fn wait_gate(&self, cx: &Context, tag: u64) -> Result<u64, Status>;
@@ -99,6 +101,10 @@ impl Calc for Arc<CalcImpl> {
     async fn thread_after_sleep(&self, _cx: &Context, ms: u64) -> Result<String, Status> {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(std::thread::current().name().unwrap_or("").to_owned())
+    }
+    async fn panic_after_sleep(&self, _cx: &Context, ms: u64) -> Result<(), Status> {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        panic!("deliberate test panic after an await")
     }
     async fn fail(&self, _cx: &Context, message: String) -> Result<(), Status> {
         self.calls.fetch_add(1, Ordering::Relaxed);

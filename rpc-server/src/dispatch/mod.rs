@@ -72,6 +72,8 @@ pub(crate) fn deadline_error(route: &RouteEntry, timeout: Duration) -> RpcError 
 }
 
 /// Starts `req` through the interceptors, the tower layers and the handler,
+/// borrowing nothing but `*ctx` and `*route` (`on_pool` relies on that to
+/// keep a waiting call's future beside the `Arc`s of both: keep it so),
 /// inside its `rpc.server` span when a subscriber wants it. Without
 /// middleware or tracing this is the handler's own future, with no extra
 /// allocation.

@@ -22,15 +22,25 @@
 //!
 //! # Bounds and the end of a call
 //!
-//! A woken call's next poll goes past the pool's queue bound
-//! ([`WorkerPool::resume`]): it is work the pool accepted, not new work,
-//! and the number of calls that can wait is bounded where they come in (a
-//! connection's `max_in_flight_per_connection`). When the call is given up
-//! (its deadline answered by the connection, a `Cancel`, the connection
-//! gone) it is woken, and its next poll drops the handler's future. A task
-//! the pool can no longer run (shut down, or gone) is dropped with its
-//! handler; its [`Reply`] then counts the call done without answering (its
-//! connection is closing).
+//! A waiting call counts against the pool's admission bound
+//! ([`WorkerPool::park`](crate::pool::WorkerPool)): new calls are refused
+//! `ServerBusy` while unfinished tasks and waiting calls together exceed
+//! `queue_size + max_threads`, as when each waiting call held a worker. Its
+//! next poll, once woken, goes past that bound and ahead of the queued
+//! calls (`WorkerPool::resume`): it is work the pool accepted, further
+//! along than anything queued. When the call is given up (its deadline
+//! answered by the connection, a `Cancel`, the connection gone) it is
+//! woken, and its next poll drops the handler's future (the handler may
+//! take one more step first: it is polled before the give-up is seen). A
+//! task that a shut-down pool refuses is dropped with its handler, inside
+//! the runtime's context (a handler's drop may need it); its [`Reply`]
+//! then counts the call done without answering (the server closed its
+//! connection first).
+//!
+//! The select on the give-up is also what keeps the task alive while it
+//! waits: every `Pending` of [`finish`] leaves a waker with the call's
+//! `CancelSignal`, so the task is never left with no waker and its future
+//! never freed without being dropped.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -39,7 +49,7 @@ use std::time::Instant;
 
 use futures::future::CatchUnwind;
 use futures::FutureExt;
-use rpc_core::{CancelSignal, RpcError, RpcRequest};
+use rpc_core::{CancelSignal, RpcRequest};
 
 use super::{finish_call, start_call, CallFuture, Reply};
 use crate::ctx::ServerCtx;
@@ -104,50 +114,62 @@ struct Waiting {
 /// Makes `call` a task of the worker pool and polls it once more, here.
 fn wait(call: Waiting) {
     let Some(pool) = call.ctx.dispatcher.pool() else {
-        // Only pooled calls come here.
+        // Only pooled calls come here; a call cannot be lost even so.
+        debug_assert!(false, "a waiting call without a worker pool");
+        let runtime = call.ctx.runtime.clone();
+        let _runtime = runtime.enter();
+        drop(call);
         return;
     };
+    let parked = pool.park();
+    // Weak: the task's future holds the pool already (through `ctx`).
     let pool = Arc::downgrade(pool);
     let runtime = call.ctx.runtime.clone();
     let schedule = move |runnable: async_task::Runnable| {
-        // A pool that is gone or shut down drops the task, and the call
-        // with it (see the module docs).
-        if let Some(pool) = pool.upgrade() {
+        // First, so left last: a call that a shut-down pool refuses is
+        // dropped here, with its handler, on whatever thread woke it, and
+        // inside the runtime's context (a handler's drop may need it).
+        let _runtime = runtime.enter();
+        let resumed = Box::new({
             let runtime = runtime.clone();
-            let _ = pool.resume(Box::new(move || {
+            move || {
                 let _runtime = runtime.enter();
                 runnable.run();
-            }));
+            }
+        });
+        if let Some(pool) = pool.upgrade() {
+            let _ = pool.resume(resumed);
         }
     };
     let runtime = call.ctx.runtime.clone();
-    let (runnable, task) = async_task::spawn(finish(call), schedule);
+    let (runnable, task) = async_task::spawn(finish(call, parked), schedule);
     task.detach();
     let _runtime = runtime.enter();
     runnable.run();
 }
 
 /// The rest of a waiting call: its handler to the end, unless the call is
-/// given up first, then its answer.
-async fn finish(mut call: Waiting) {
-    let result = tokio::select! {
+/// given up first, then its answer. `_parked` counts it against the
+/// pool's bound until it ends.
+async fn finish(mut call: Waiting, _parked: crate::pool::Parked) {
+    let outcome = tokio::select! {
         biased;
-        outcome = &mut call.handler => {
-            finish_call(&call.ctx, &call.route, call.started.elapsed(), outcome)
-        }
-        // Its answer is discarded (the connection answered already): this
-        // only drops the handler.
-        _ = call.end.given_up() => Err(RpcError::Cancelled(format!(
-            "{}.{} was cancelled while it ran",
-            call.route.service, call.route.method
-        ))),
+        outcome = &mut call.handler => Some(outcome),
+        // Nobody waits for its answer (the connection answered already):
+        // this drops the handler.
+        _ = call.end.given_up() => None,
     };
     let Waiting {
         handler,
+        ctx,
+        route,
+        started,
         end,
         reply,
-        ..
     } = call;
     drop(handler);
-    reply.end(&end, result);
+    match outcome {
+        Some(outcome) => reply.end(&end, finish_call(&ctx, &route, started.elapsed(), outcome)),
+        None => drop(reply),
+    }
 }

@@ -8,8 +8,8 @@
 //!
 //! Every offer and poll takes the one lock, so under heavy contention it scales
 //! worse than the lock-free [`TransferQueue`](super::transfer::TransferQueue);
-//! it is kept because it is simple, fair (strict FIFO), and gives an exact
-//! queue-length bound, which some deployments prefer.
+//! it is kept because it is simple, fair (strict FIFO for new work), and
+//! gives an exact bound on queued new work, which some deployments prefer.
 
 use super::sync::{AtomicUsize, Condvar, Mutex};
 use super::{Taken, Task, TaskQueue};
@@ -50,9 +50,9 @@ impl BlockingQueue {
         }
     }
 
-    /// Queues `task` under the lock `state` holds, then wakes a worker.
-    fn push(&self, mut state: impl std::ops::DerefMut<Target = State>, task: Task) {
-        state.tasks.push_back(task);
+    /// After a task was queued under the lock `state` holds: the length
+    /// mirrored, a worker woken.
+    fn queued(&self, state: impl std::ops::Deref<Target = State>) {
         self.len.store(state.tasks.len(), Ordering::Relaxed);
         drop(state);
         // The task is visible under the lock before we notify, and waiters
@@ -71,16 +71,20 @@ impl TaskQueue for BlockingQueue {
     /// Every offer wakes a parked worker (`LinkedBlockingQueue`'s
     /// semantics), so `wake` changes nothing here and nothing needs rescue.
     fn offer(&self, task: Task, _wake: bool) -> Result<bool, Task> {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
         if state.tasks.len() >= self.capacity {
             return Err(task);
         }
-        self.push(state, task);
+        state.tasks.push_back(task);
+        self.queued(state);
         Ok(false)
     }
 
+    /// At the front: the next step of a call already under way.
     fn offer_past_bound(&self, task: Task) -> bool {
-        self.push(self.state.lock(), task);
+        let mut state = self.state.lock();
+        state.tasks.push_front(task);
+        self.queued(state);
         false
     }
 

@@ -499,7 +499,9 @@ fn idle_threads_retire_down_to_core() {
 /// (the submitter has to start the thread itself).
 #[test]
 fn submit_racing_shutdown_is_rejected_or_run() {
-    for core in [1, 0] {
+    // A `resume` (the next poll of a waiting call) the same way, except
+    // that a refused one is not counted as a rejection.
+    for (core, resume) in [(1, false), (0, false), (1, true), (0, true)] {
         check(4, &POLICIES, move |kind| {
             let pool = Arc::new(WorkerPool::new(config(kind, core, 1, 1)).expect("valid config"));
             let done = Latch::new();
@@ -508,7 +510,10 @@ fn submit_racing_shutdown_is_rejected_or_run() {
             let submitter = {
                 let pool = Arc::clone(&pool);
                 let task = probe.task(&done);
-                loom::thread::spawn(move || submit(&pool, task))
+                loom::thread::spawn(move || match resume {
+                    true => pool.resume(task).is_ok(),
+                    false => submit(&pool, task),
+                })
             };
             assert!(
                 pool.shutdown(Duration::MAX),
@@ -521,13 +526,62 @@ fn submit_racing_shutdown_is_rejected_or_run() {
             assert_eq!(stats.pool_size, 0, "core = {core}: {stats:?}");
             assert_eq!(stats.submitted, 0, "core = {core}: {stats:?}");
             assert_eq!(stats.completed, u64::from(accepted), "{stats:?}");
-            assert_eq!(stats.rejected, u64::from(!accepted), "{stats:?}");
+            let rejected = u64::from(!accepted && !resume);
+            assert_eq!(stats.rejected, rejected, "resume = {resume}: {stats:?}");
             assert!(
                 !submit(&pool, Probe::new().task(&done)),
                 "submit after shutdown"
             );
         });
     }
+}
+
+/// With the one thread busy and the queue full, a `resume` from another
+/// thread is still taken (past the bound) and runs, while a new submit is
+/// refused; a waiting call (`park`) holds a place of the bound until it
+/// ends.
+#[test]
+fn a_resume_goes_past_a_full_pool_and_parked_calls_count() {
+    check(3, &[TimedWaits::Never], |kind| {
+        // No core thread: the first submit starts one with its task, so
+        // the second is the one queued.
+        let pool = Arc::new(WorkerPool::new(config(kind, 0, 1, 1)).expect("valid config"));
+        let done = Latch::new();
+        let gate = Latch::new();
+        let (running, queued, resumed) = (Probe::new(), Probe::new(), Probe::new());
+        assert!(submit(&pool, running.task_behind(&done, Some(&gate))));
+        assert!(submit(&pool, queued.task(&done)));
+
+        let resumer = {
+            let pool = Arc::clone(&pool);
+            let task = resumed.task(&done);
+            loom::thread::spawn(move || pool.resume(task).is_ok())
+        };
+        assert!(!submit(&pool, Probe::new().task(&done)), "over the bound");
+        assert!(
+            resumer.join().expect("resumer"),
+            "a resume is never refused"
+        );
+
+        gate.count_up();
+        done.wait_for(3);
+        assert_eq!((running.runs(), queued.runs(), resumed.runs()), (1, 1, 1));
+
+        // Room for two: two waiting calls fill it, one ending frees a place.
+        // (First the worker counts its last task finished: its `done` came
+        // from inside the task.)
+        while pool.shared.submitted.load(SeqCst) > 0 {
+            loom::thread::yield_now();
+        }
+        let first = pool.park();
+        let second = pool.park();
+        assert!(!submit(&pool, Probe::new().task(&done)), "two calls wait");
+        drop(first);
+        assert!(submit(&pool, Probe::new().task(&done)), "one place freed");
+        done.wait_for(4);
+        drop(second);
+        shutdown_and_check(&pool, 4, 2);
+    });
 }
 
 /// Whether the model runs under [`TimedWaits::Expire`].

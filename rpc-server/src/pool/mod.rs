@@ -73,9 +73,16 @@
 //!
 //! A pooled async handler that waits holds no worker: its future becomes a
 //! task whose waker hands its next poll back with `WorkerPool::resume`
-//! (`dispatch::on_pool`). That hand-back grows the pool like a submit but
-//! is never refused over the bound: the call was admitted when it came in,
-//! and refusing its next poll would lose it.
+//! (`dispatch::on_pool`). That hand-back grows the pool like a submit, goes
+//! ahead of the queued tasks, and is never refused over the bound: the call
+//! was admitted when it came in, and refusing its next poll would lose it.
+//! The call still counts against the bound while it waits (`Parked`): new
+//! submissions are refused while unfinished tasks and waiting calls
+//! together exceed `queue_size + max_threads`, so a pool whose handlers
+//! await a slow database still sheds load with `ServerBusy`. Shutdown does
+//! not wait for waiting calls: once the pool is shut down, a woken one is
+//! refused and dropped (the server closes its connections first, which
+//! gives every call up).
 //!
 //! # Correctness notes
 //!
@@ -236,6 +243,16 @@ impl<T> Deref for Padded<T> {
     }
 }
 
+/// A call whose handler waits off the workers, counted against the pool's
+/// admission bound until dropped ([`WorkerPool::park`]).
+pub(crate) struct Parked(Arc<Shared>);
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Relaxed);
+    }
+}
+
 /// State shared by the pool handle and all worker threads.
 struct Shared {
     queue: Box<dyn TaskQueue>,
@@ -245,6 +262,11 @@ struct Shared {
     /// Max unfinished tasks: `queue_size + max_threads` for the transfer
     /// queue, unlimited for the blocking queue (which bounds itself).
     submit_limit: usize,
+    /// Max unfinished tasks plus calls waiting off the workers (see
+    /// [`Parked`]): `queue_size + max_threads`, for either queue.
+    admit_limit: usize,
+    /// Calls whose handler waits, off the workers ([`Parked`]).
+    waiting: AtomicUsize,
     name: String,
 
     /// Accepted but unfinished tasks (queued + running + being handed over).
@@ -283,11 +305,19 @@ impl Shared {
     /// flag before it reads `submitted` (all `SeqCst`), so if we read `false`
     /// here, `shutdown` sees the decrement.
     fn withdraw(&self, task: Task) -> Rejected {
+        let task = self.withdraw_resumed(task);
+        self.rejected.fetch_add(1, Relaxed);
+        task
+    }
+
+    /// [`withdraw`](Self::withdraw) without counting a rejection: a
+    /// resumed task refused because the pool shut down.
+    fn withdraw_resumed(&self, task: Task) -> Rejected {
         self.submitted.fetch_sub(1, SeqCst);
         if self.shutdown.load(SeqCst) {
             self.notify_exit();
         }
-        self.reject(task)
+        Rejected(task)
     }
 
     /// Whether `shutdown` must keep waiting: a thread holds a slot, or an
@@ -577,6 +607,8 @@ impl WorkerPool {
             max: config.max_threads,
             keep_alive: config.keep_alive,
             submit_limit,
+            admit_limit: config.queue_size.saturating_add(config.max_threads),
+            waiting: AtomicUsize::new(0),
             name: config.name.clone(),
             submitted: Padded::default(),
             pulse,
@@ -642,29 +674,52 @@ impl WorkerPool {
     }
 
     /// Hands the pool the next step of work it accepted before: a task
-    /// that waited (a handler's future woken again), not new work. Past
-    /// the bound, which admits new work only (the calls that can wait are
-    /// bounded where they come in); grows before queueing as
-    /// [`submit`](Self::submit) does. Returns the task only when the pool
-    /// is shut down.
+    /// that waited (a handler's future woken again, see [`Parked`]), not
+    /// new work. Past the bound, which admits new work only, and ahead of
+    /// the queued tasks (it is further along than any of them); grows
+    /// before queueing as [`submit`](Self::submit) does. Returns the task,
+    /// not counted as a rejection, only when the pool is shut down.
     pub(crate) fn resume(&self, task: Task) -> Result<(), Rejected> {
         self.submit_within(task, true, false)
+    }
+
+    /// Counts a call whose handler waits off the workers until the
+    /// returned [`Parked`] is dropped: new submissions are refused while
+    /// unfinished tasks and waiting calls together exceed `queue_size +
+    /// max_threads`, as they were when each waiting call held a worker.
+    pub(crate) fn park(&self) -> Parked {
+        self.shared.waiting.fetch_add(1, Relaxed);
+        Parked(Arc::clone(&self.shared))
     }
 
     fn submit_with(&self, task: Task, wake: bool) -> Result<(), Rejected> {
         self.submit_within(task, wake, true)
     }
 
-    /// `submit_with`, `bounded` by `submit_limit` and the blocking queue's
-    /// size or not.
+    /// `submit_with`, `bounded` (new work: refused over the limits) or not
+    /// (a [`resume`](Self::resume)).
     fn submit_within(&self, task: Task, wake: bool, bounded: bool) -> Result<(), Rejected> {
         let s = &self.shared;
         // Cheap early-out; the re-check below is the one that matters.
         if s.shutdown.load(SeqCst) {
-            return Err(s.reject(task));
+            return Err(if bounded {
+                s.reject(task)
+            } else {
+                Rejected(task)
+            });
         }
         let in_flight = s.submitted.fetch_add(1, SeqCst) + 1;
-        if (bounded && in_flight > s.submit_limit) || s.shutdown.load(SeqCst) {
+        if s.shutdown.load(SeqCst) {
+            return Err(if bounded {
+                s.withdraw(task)
+            } else {
+                s.withdraw_resumed(task)
+            });
+        }
+        if bounded
+            && (in_flight > s.submit_limit
+                || in_flight.saturating_add(s.waiting.load(Relaxed)) > s.admit_limit)
+        {
             return Err(s.withdraw(task));
         }
 
@@ -735,6 +790,7 @@ impl WorkerPool {
             active: s.pulse.active.load(Relaxed),
             queued: s.queue.len(),
             submitted: s.submitted.load(Relaxed),
+            waiting: s.waiting.load(Relaxed),
             completed: s.completed.load(Relaxed),
             rejected: s.rejected.load(Relaxed),
             largest_pool_size: s.largest.load(Relaxed),
