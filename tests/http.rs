@@ -220,6 +220,7 @@ async fn keep_alive_reuses_one_connection_and_concurrent_calls_work() {
         assert!(metric("brisk_bytes_in_total") > 0.0);
         assert!(metric("brisk_pool_threads") >= 1.0);
         assert!(text.contains("brisk_pool_queue_depth"));
+        assert!(text.contains("brisk_pool_waiting_calls"));
         assert!(text.contains("brisk_open_connections"));
     })
     .await;
