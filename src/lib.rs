@@ -72,10 +72,11 @@
 //!    (`rpc-core/src/context.rs`: metadata, peer, deadline, cancellation);
 //!    calls that may still end early — by their deadline or a `Cancel`
 //!    frame — wait in `connection/live.rs`, under one timer.
-//! 9. `rpc-server/src/dispatch.rs` — runs the call: interceptors and handler
+//! 9. `rpc-server/src/dispatch/` — runs the call: interceptors and handler
 //!    (the `ServiceHandler` `#[service]` generated, dispatching on the
 //!    method index) on the connection task (direct), or as a job on the
-//!    worker pool (`pool/`); panics are contained, the outcome recorded
+//!    worker pool (`pool/`; a handler that awaits waits off the workers,
+//!    `dispatch/on_pool.rs`); panics are contained, the outcome recorded
 //!    (`method_metrics.rs`).
 //! 10. `rpc-server/src/reply/` — the answer frame (`frame.rs`; an error as a
 //!     `Status`, `rpc-codec/src/status_body.rs`); pooled answers come back

@@ -38,7 +38,8 @@
 //! 4. `dispatch` — runs one call: interceptors, tower layers (`layers`,
 //!    feature `tower`) and handler inside its `rpc.server` span
 //!    (`call_span`), panic containment, the outcome recorded; on the
-//!    connection's task or, in pool mode, on the [`pool`].
+//!    connection's task or, in pool mode, on the [`pool`], where a handler
+//!    that awaits holds no worker while it waits (`dispatch::on_pool`).
 //! 5. `reply` — the answer: its frame, the pool's hand-over buffer back to the
 //!    connection, the connection's coalescing `Outbox`.
 //! 6. `stream` — streaming calls: a connection's open streams (routed by
