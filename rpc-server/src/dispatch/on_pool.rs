@@ -125,23 +125,25 @@ fn wait(call: Waiting) {
     // Weak: the task's future holds the pool already (through `ctx`).
     let pool = Arc::downgrade(pool);
     let runtime = call.ctx.runtime.clone();
-    let schedule = move |runnable: async_task::Runnable| {
-        // First, so left last: a call that a shut-down pool refuses is
-        // dropped here, with its handler, on whatever thread woke it, and
-        // inside the runtime's context (a handler's drop may need it).
-        let _runtime = runtime.enter();
-        let resumed = Box::new({
-            let runtime = runtime.clone();
-            move || {
-                let _runtime = runtime.enter();
-                runnable.run();
+    let schedule = {
+        let runtime = runtime.clone();
+        move |runnable: async_task::Runnable| {
+            // First, so left last: a call that a shut-down pool refuses is
+            // dropped here, with its handler, on whatever thread woke it, and
+            // inside the runtime's context (a handler's drop may need it).
+            let _runtime = runtime.enter();
+            let resumed = Box::new({
+                let runtime = runtime.clone();
+                move || {
+                    let _runtime = runtime.enter();
+                    runnable.run();
+                }
+            });
+            if let Some(pool) = pool.upgrade() {
+                let _ = pool.resume(resumed);
             }
-        });
-        if let Some(pool) = pool.upgrade() {
-            let _ = pool.resume(resumed);
         }
     };
-    let runtime = call.ctx.runtime.clone();
     let (runnable, task) = async_task::spawn(finish(call, parked), schedule);
     task.detach();
     let _runtime = runtime.enter();
@@ -159,17 +161,10 @@ async fn finish(mut call: Waiting, _parked: crate::pool::Parked) {
         // this drops the handler.
         _ = call.end.given_up() => None,
     };
-    let Waiting {
-        handler,
-        ctx,
-        route,
-        started,
-        end,
-        reply,
-    } = call;
-    drop(handler);
-    match outcome {
-        Some(outcome) => reply.end(&end, finish_call(&ctx, &route, started.elapsed(), outcome)),
-        None => drop(reply),
+    // The handler first: it borrows from the fields left behind it.
+    drop(call.handler);
+    if let Some(outcome) = outcome {
+        let result = finish_call(&call.ctx, &call.route, call.started.elapsed(), outcome);
+        call.reply.end(&call.end, result);
     }
 }
