@@ -251,8 +251,12 @@ async fn raw_call(
 }
 
 const DEADLINE: Duration = Duration::from_millis(150);
-/// What a loaded machine may add to a deadline before the answer arrives.
-const MARGIN: Duration = Duration::from_millis(250);
+/// What a loaded machine (CI runs the suites beside each other) may add to a
+/// deadline or a cancellation before it is seen. Generous on purpose: the
+/// handlers these tests stop sleep 3 s or more, so a bound of a second still
+/// tells "stopped at the deadline" from "ran to its end"; speed is measured by
+/// the benchmarks, not here.
+const MARGIN: Duration = Duration::from_millis(1000);
 
 async fn a_handler_past_its_deadline_is_answered_at_once(dispatch: Dispatch, method: &'static str) {
     let (server, probe) = slow_server(dispatch, false).await;
@@ -460,10 +464,7 @@ async fn a_dropped_call_is_cancelled_on_the_server(dispatch: Dispatch) {
         "{dispatch:?}: the server never saw the cancellation"
     );
     let noticed = probe.cancelled.lock()[0].saturating_duration_since(dropped);
-    assert!(
-        noticed < Duration::from_millis(50),
-        "{dispatch:?}: noticed after {noticed:?}"
-    );
+    assert!(noticed < MARGIN, "{dispatch:?}: noticed after {noticed:?}");
     assert!(wait_until(MARGIN, || probe.running.load(Ordering::SeqCst) == 0).await);
     assert!(
         server
@@ -516,10 +517,7 @@ async fn a_blocking_pooled_handler_sees_its_callers_cancel() {
         let _ = call.await;
         assert!(wait_until(Duration::from_secs(1), || probe.cancellations() == 1).await);
         let noticed = probe.cancelled.lock()[0].saturating_duration_since(dropped);
-        assert!(
-            noticed < Duration::from_millis(50),
-            "noticed after {noticed:?}"
-        );
+        assert!(noticed < MARGIN, "noticed after {noticed:?}");
         assert!(
             wait_until(MARGIN, || server
                 .pool_stats()
@@ -568,7 +566,7 @@ async fn a_nested_call_inherits_the_deadline_and_trace_metadata_and_is_cancelled
             let (remaining, metadata) = probe.seen.lock()[0].clone();
             let remaining = remaining.expect("the nested call has a deadline");
             assert!(
-                remaining <= Duration::from_millis(300) && remaining > Duration::from_millis(100),
+                remaining <= Duration::from_millis(300) && remaining > Duration::ZERO,
                 "{dispatch:?}: nested remaining {remaining:?}"
             );
             assert_eq!(
@@ -600,10 +598,7 @@ async fn a_nested_call_inherits_the_deadline_and_trace_metadata_and_is_cancelled
                 "{dispatch:?}: the nested call was not cancelled"
             );
             let noticed = probe.cancelled.lock()[1].saturating_duration_since(dropped);
-            assert!(
-                noticed < Duration::from_millis(100),
-                "{dispatch:?}: after {noticed:?}"
-            );
+            assert!(noticed < MARGIN, "{dispatch:?}: after {noticed:?}");
             assert!(wait_until(MARGIN, || probe.running.load(Ordering::SeqCst) == 0).await);
             assert!(
                 wait_until(MARGIN, || back_client

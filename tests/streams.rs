@@ -459,7 +459,7 @@ async fn a_deadline_ends_the_stream_with_deadline_exceeded() {
             let took = started.elapsed();
             assert_eq!(err.code(), Code::DeadlineExceeded, "{name}: {err}");
             assert!(
-                took >= Duration::from_millis(190) && took < Duration::from_millis(200 + 400),
+                took >= Duration::from_millis(190) && took < Duration::from_millis(200 + 1000),
                 "{name}: ended after {took:?}"
             );
             assert!(
