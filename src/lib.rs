@@ -80,8 +80,10 @@
 //!    (`method_metrics.rs`).
 //! 10. `rpc-server/src/reply/` — the answer frame (`frame.rs`; an error as a
 //!     `Status`, `rpc-codec/src/status_body.rs`); pooled answers come back
-//!     through `pool_answers.rs`; `outbox.rs` writes a batch's answers with one
-//!     `write`.
+//!     through `pool_answers.rs` (and are written by the workers themselves
+//!     while a waiting connection lends them its plain socket,
+//!     `rpc-transport/src/write_now.rs`); `outbox.rs` writes a batch's
+//!     answers with one `write`.
 //!
 //! **Client, again**
 //! 11. `rpc-transport/src/connection.rs` — the connection's reader task

@@ -976,6 +976,8 @@ async fn fixed_connections_share_a_write_among_calls_made_together() {
 
 /// A lone caller that comes back at once is busy-polled for with direct
 /// dispatch, and only there: not with pool dispatch, not when turned off.
+/// With pool dispatch its answers are written by the workers instead, on the
+/// socket the waiting connection lends them.
 /// Every call is answered either way, also after pauses longer than the
 /// poll (the connection parks again and is woken as usual). On a runtime
 /// with one worker (this test's) and, below, with two.
@@ -1015,6 +1017,13 @@ async fn lone_caller_busy_polled() {
                 })
                 .await;
                 let stats = server.stats();
+                // A pooled connection waiting for its one call lends its
+                // socket: the worker writes the answer itself.
+                if dispatch == Dispatch::Pool {
+                    assert!(stats.worker_writes > 0, "{name}: workers wrote answers");
+                } else {
+                    assert_eq!(stats.worker_writes, 0, "{name}");
+                }
                 if busy_poll.is_zero() || dispatch == Dispatch::Pool {
                     assert_eq!(stats.busy_polled_frames, 0, "{name} {busy_poll:?}");
                 } else {
@@ -1083,6 +1092,64 @@ async fn a_graceful_stop_past_its_grace_closes_connections_still_waiting_on_call
                 matches!(err, RpcError::ConnectionClosed { .. }),
                 "{name}: {err:?}"
             );
+        }
+    })
+    .await;
+}
+
+/// Pooled answers written by the workers on a lent socket arrive whole and
+/// to the right caller, among many callers on one connection, with answers
+/// large enough that the socket takes them in parts (the rest goes out first
+/// when the connection takes its socket back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_answers_written_by_workers_arrive_whole_with_large_answers_among_small() {
+    bounded(120, async {
+        for (name, dispatch, queue) in dispatch_variants() {
+            let (server, _) = start(server_config(dispatch, queue)).await;
+            let client = Client::builder()
+                .addr(server.local_addr().to_string())
+                .connect(Connect::sized(ConnectType::Fixed, 1))
+                .request_timeout(Duration::from_secs(30))
+                .build()
+                .await
+                .expect("client connects");
+            let calc = CalcClient::new(client);
+            let callers: Vec<_> = (0..16u8)
+                .map(|caller| {
+                    let calc = calc.clone();
+                    tokio::spawn(async move {
+                        for round in 0..12usize {
+                            let size =
+                                [3, 1_000, 200_000, 3_000_000][(caller as usize + round) % 4];
+                            let body = vec![caller ^ round as u8; size];
+                            let back = calc
+                                .blob(brisk::Payload::from(body.clone()))
+                                .await
+                                .unwrap_or_else(|e| panic!("caller {caller} round {round}: {e}"))
+                                .into_bytes();
+                            assert!(
+                                back == body,
+                                "caller {caller} round {round}: another answer"
+                            );
+                            assert_eq!(
+                                calc.add(caller as i64, round as i64).await.unwrap(),
+                                (caller as usize + round) as i64
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for caller in callers {
+                caller
+                    .await
+                    .expect("every answer arrived whole, to its caller");
+            }
+            let stats = server.stats();
+            assert_eq!(stats.errors, 0, "{name}");
+            if dispatch == Dispatch::Pool {
+                assert!(stats.worker_writes > 0, "{name}: workers wrote answers");
+            }
+            server.shutdown().await;
         }
     })
     .await;

@@ -153,6 +153,9 @@ async fn calls_over_tls_succeed_with_every_connect_type() {
                 exercise(&CalcClient::new(client)).await;
                 eprintln!("ok: {name} {ct}");
             }
+            // A TLS connection's bytes go through its session: it never
+            // lends its socket to the pool's workers.
+            assert_eq!(server.stats().worker_writes, 0, "{name}");
         }
     })
     .await;

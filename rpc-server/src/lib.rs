@@ -41,7 +41,8 @@
 //!    connection's task or, in pool mode, on the [`pool`], where a handler
 //!    that awaits holds no worker while it waits (`dispatch::on_pool`).
 //! 5. `reply` — the answer: its frame, the pool's hand-over buffer back to the
-//!    connection, the connection's coalescing `Outbox`.
+//!    connection (whose workers write it themselves on the plain socket a
+//!    waiting connection lends them), the connection's coalescing `Outbox`.
 //! 6. `stream` — streaming calls: a connection's open streams (routed by
 //!    id), each run by its connection's task (interceptors, handler,
 //!    deadline, one end), and the queue their frames go back through; the HTTP

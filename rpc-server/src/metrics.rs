@@ -219,6 +219,12 @@ impl Collector for ServerCollector {
         )?;
         single(
             e,
+            "brisk_worker_writes",
+            "Writes of pooled answers a worker made itself, on the socket its connection lent.",
+            counter(stats.worker_writes),
+        )?;
+        single(
+            e,
             "brisk_bytes_in",
             "Bytes read from clients.",
             counter(self.io.bytes_in()),

@@ -32,6 +32,10 @@ pub struct ServerStats {
     /// any runtime thread had seen the socket readable (on a runtime with
     /// several workers the only way a poll sees them).
     pub busy_poll_reads: AtomicU64,
+    /// Writes of pooled answers that a worker made itself, on the socket its
+    /// connection lent while it waited (each a wake-up of the connection's
+    /// task saved; plain sockets only).
+    pub worker_writes: AtomicU64,
 }
 
 /// A point-in-time copy of [`ServerStats`] (fields as documented there).
@@ -47,6 +51,7 @@ pub struct StatsSnapshot {
     pub busy_rejections: u64,
     pub busy_polled_frames: u64,
     pub busy_poll_reads: u64,
+    pub worker_writes: u64,
 }
 
 impl ServerStats {
@@ -62,6 +67,7 @@ impl ServerStats {
             busy_rejections: self.busy_rejections.load(Ordering::Relaxed),
             busy_polled_frames: self.busy_polled_frames.load(Ordering::Relaxed),
             busy_poll_reads: self.busy_poll_reads.load(Ordering::Relaxed),
+            worker_writes: self.worker_writes.load(Ordering::Relaxed),
         }
     }
 }

@@ -14,6 +14,9 @@
 //!   for the runtime to see it readable, and [`BusyPoll`], which uses it:
 //!   a connection whose peer answers fast polls for its next frame for a
 //!   moment instead of parking (server and client side);
+//! - [`WriteNow`]: a plain socket's descriptor ([`RawSocket`]), which a
+//!   thread outside the runtime (a server's pool worker) writes with a
+//!   non-blocking `send`;
 //! - [`FrameWriter`]: a connection's write buffer, which callers encode their
 //!   frames into, and the writer task that writes everything queued with one
 //!   `write`, acknowledging `WriteMode::Sync` callers once their bytes are out.
@@ -51,6 +54,7 @@ pub mod reader;
 mod streams;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod write_now;
 pub mod writer;
 
 pub use budget::{FrameBudget, Reserved};
@@ -64,4 +68,5 @@ pub use pending::CallsInFlight;
 pub use read_buffer::AdaptiveReadBuffer;
 pub use read_now::ReadNow;
 pub use reader::{FrameReader, Inbound};
+pub use write_now::{RawSocket, WriteNow};
 pub use writer::{FrameWriter, Offer, WriteAck};

@@ -44,7 +44,8 @@ pub(super) fn shutdown_text(
          drained          {} in {} ms\n  \
          requests         {} ({} errors, {} rejected as busy)\n  \
          connections      {} accepted, {} refused, {} evicted\n  \
-         busy-polled      {} frames ({} read by the poll itself)",
+         busy-polled      {} frames ({} read by the poll itself)\n  \
+         worker writes    {} (pooled answers written by the worker, no wake-up)",
         if report.drained {
             "all in-flight calls"
         } else {
@@ -59,6 +60,7 @@ pub(super) fn shutdown_text(
         stats.evicted_connections,
         stats.busy_polled_frames,
         stats.busy_poll_reads,
+        stats.worker_writes,
     )
 }
 

@@ -10,7 +10,9 @@
 //! server's connections have one producer of answers, so they need no writer
 //! task of their own; see `reply::outbox`). Pool threads encode their answers
 //! into the connection's [`PoolAnswers`], which the task moves into the
-//! outbox. Only then does it wait — for input, for the socket to take the rest
+//! outbox — or, while the task waits with an empty outbox, write them
+//! themselves on the socket it lends them (plain sockets; see
+//! `reply::pool_answers`). Only then does it wait — for input, for the socket to take the rest
 //! of the outbox, for calls to finish and for stop news — in one `select!`;
 //! a client that comes straight back (and whose calls do not go to the pool)
 //! is polled for a moment instead, reading the socket itself (`busy_poll`).
@@ -108,7 +110,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
-use rpc_transport::{BusyPoll, FrameReader, Inbound, ReadNow, Reserved};
+use rpc_transport::{BusyPoll, FrameReader, Inbound, ReadNow, Reserved, WriteNow};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::{debug, warn};
 
@@ -116,7 +118,7 @@ use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
 use crate::dispatch::{start_call, InFlight};
 use crate::listener::{Accepted, Peer};
-use crate::reply::{pool_news, Outbox, PoolAnswers};
+use crate::reply::{pool_news, Lender, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
 use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
@@ -221,12 +223,13 @@ async fn serve_halves<R, W>(
     ticket: Ticket,
 ) where
     R: AsyncRead + ReadNow + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
+    W: AsyncWrite + WriteNow + Unpin + Send + 'static,
 {
     let transport = &ctx.config.transport;
     let peer: Arc<str> = peer_addr.label;
     // Why the loop ended: only this task ends it, and it stops at once.
     let mut close = CloseReason::default();
+    let socket = write_half.raw_socket();
     let mut outbox = Outbox::new(write_half, transport, ctx.metrics.io.clone());
     let mut reader = FrameReader::new(
         read_half,
@@ -240,11 +243,23 @@ async fn serve_halves<R, W>(
     // mode only).
     let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
         pool,
-        answers: Arc::new(
-            PoolAnswers::new(transport.max_frame_size).with_compression(ctx.config.compression),
-        ),
+        // SAFETY: `_lend_ends` below closes the answers before `outbox` and
+        // `reader`, declared before it, drop the socket's halves.
+        answers: Arc::new(unsafe {
+            PoolAnswers::new(transport.max_frame_size)
+                .with_compression(ctx.config.compression)
+                .lending(socket.map(|socket| Lender {
+                    socket,
+                    keep: outbox.high_water(),
+                    io: ctx.metrics.io.clone(),
+                    stats: ctx.stats.clone(),
+                }))
+        }),
     });
     let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
+    // Dropped first, however this task ends: no worker writes the socket
+    // once its halves may be gone.
+    let _lend_ends = ClosesOnDrop(pooled);
 
     let in_flight = Arc::new(InFlight::default());
     // Streaming calls, run by this task; their frames come back through
@@ -491,6 +506,9 @@ async fn serve_halves<R, W>(
         // when the read has to wait.
         let was_stopping = stopping;
         let polling = can_read && !stopping && busy_poll.keep_polling();
+        // Waiting with nothing to write and able to read more: workers may
+        // write answers to the socket themselves meanwhile (`PoolAnswers`).
+        let lend = can_read && !stopping && outbox.is_empty();
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
@@ -535,7 +553,7 @@ async fn serve_halves<R, W>(
             _ = std::future::poll_fn(|cx| streams.poll_streams(cx)), if !streams.is_idle() && outbox.has_room() => {
                 streams.write_into(&mut outbox);
             }
-            _ = pool_news(pooled, || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1)) => {
+            _ = pool_news(pooled, || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1), lend) => {
                 if let Some(pooled) = pooled {
                     outbox.take_pooled(pooled);
                 }
@@ -562,6 +580,10 @@ async fn serve_halves<R, W>(
     // connection): the server may have run them, so the client must not be
     // told "not run" (`TooManyConnections`) for them.
     let abandoned = calls(&streams) > 0;
+    // The socket back from the workers, and what they left first in line.
+    if let Some(pooled) = pooled {
+        outbox.take_pooled(pooled);
+    }
     // Whatever still runs has nobody to answer: handlers that look see
     // their context cancelled.
     live.cancel_all();
@@ -660,6 +682,18 @@ impl Timers<'_, '_> {
                 "the client took no answer for a while: its share of the frame budget goes back");
         }
         self.idle.check(now, bytes_read)
+    }
+}
+
+/// Closes a connection's pool answers when dropped, so that however its task
+/// ends, workers stop writing its socket before the socket's halves drop.
+struct ClosesOnDrop<'a>(Option<&'a PoolAnswers>);
+
+impl Drop for ClosesOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(answers) = self.0 {
+            answers.close();
+        }
     }
 }
 

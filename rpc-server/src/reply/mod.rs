@@ -5,8 +5,9 @@
 //! - [`frame`]: [`ReplyTo`] (whom an answer goes to), the answer frame of an outcome, and encoding it so that an
 //!   answer too large for the frame limit still reaches its caller as an error.
 //! - [`pool_answers`]: [`PoolAnswers`], one connection's buffer of answers
-//!   encoded by pool threads, and [`AnswerSlot`], one pooled call's duty to
-//!   answer into it.
+//!   encoded by pool threads — which they write themselves while the waiting
+//!   connection lends them its plain socket — and [`AnswerSlot`], one pooled
+//!   call's duty to answer into it.
 //! - [`outbox`]: [`Outbox`], the connection's socket writer, which coalesces a
 //!   batch of answers into one `write` and holds large requests' frame budget
 //!   until their answers are out.
@@ -21,4 +22,4 @@ mod pool_answers;
 
 pub(crate) use frame::ReplyTo;
 pub(crate) use outbox::Outbox;
-pub(crate) use pool_answers::{pool_news, AnswerSlot, PoolAnswers};
+pub(crate) use pool_answers::{pool_news, AnswerSlot, Lender, PoolAnswers};

@@ -176,7 +176,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
 
     /// Unwritten bytes past which the connection stops reading.
     #[inline]
-    fn high_water(&self) -> usize {
+    pub fn high_water(&self) -> usize {
         4 * self.max_batch
     }
 

@@ -1,10 +1,12 @@
 //! [`PoolAnswers`]: where the worker pool puts one connection's answers.
 //!
-//! In `pool` dispatch the handlers run on worker threads, but the answers are
-//! written by the connection task: it owns the socket and coalesces every
-//! answer of a batch into one `write` (see [`Outbox`](super::Outbox)). This is
-//! the hand-over between the two: a buffer of encoded answer frames under one
-//! short lock, plus the count of the connection's calls still on the pool.
+//! In `pool` dispatch the handlers run on worker threads, and the answers are
+//! written by the connection task — it owns the socket and coalesces every
+//! answer of a batch into one `write` (see [`Outbox`](super::Outbox)) — or,
+//! while the task waits with nothing to write, by the workers themselves on
+//! the socket it lends them. This is the hand-over between the two: a buffer
+//! of encoded answer frames under one short lock, plus the count of the
+//! connection's calls still on the pool.
 //!
 //! # Why a shared buffer and not a channel
 //!
@@ -36,31 +38,63 @@
 //! call's `CancelSignal` before it delivers (`dispatch`), and a worker that
 //! loses the claim drops its slot, which only counts the call done.
 //!
+//! # The socket lent
+//!
+//! Writing the answers on the connection task costs a wake-up of the runtime
+//! thread per run of answers (an `eventfd` write, a context switch, a park
+//! again), more than the `send` itself. So when the task has nothing of its
+//! own to write and could read more, it *lends* its socket while it waits
+//! ([`poll_news`](PoolAnswers::poll_news) with `lend`): a worker that
+//! delivers the connection's last pooled call, or ends a run of tasks that
+//! delivered some, writes the buffer itself with one non-blocking `send`
+//! (`rpc_transport::WriteNow`), and the task is not woken at all. Only plain
+//! sockets are lent (TLS bytes go through the task's session).
+//!
+//! Invariants:
+//! - One writer at a time: a worker writes only under this lock with
+//!   `lent` set; the task takes the socket back ([`take`](PoolAnswers::take),
+//!   under the same lock) before every write of its own, and lends it only
+//!   while its outbox is empty.
+//! - Frames stay whole on the wire: what the socket did not take stays at the
+//!   front of the buffer (`tail`), the loan ends, and the task is woken to
+//!   write it — before anything it queued meanwhile.
+//! - No write after the socket's halves drop: the connection closes this
+//!   first, however its task ends (`lending`'s contract).
+//! - The loan changes nothing of what the task decides: it lends only while
+//!   it can read more and is not stopping, so no answer it must count (the
+//!   in-flight limit, a graceful drain) is one it is not woken for. What it
+//!   learns later (the connection gone quiet, for tidying and eviction) waits
+//!   for its next turn — its next request, or its timer.
+//!
+//! At 1:1:1024 a pooled call's p50 went from 0.070 to 0.042–0.058 ms, and
+//! the calls per second up half (BENCHMARKS.md, "The socket lent").
+//!
 //! # Waiting for answers
 //!
-//! [`pool_news`] is how the connection task waits: with calls on the pool and
-//! nothing else to do, it first gives its thread away a few times before the
-//! runtime thread may park, because the answer is usually moments away on a
-//! worker that this very yield lets run, while parking costs the runtime
-//! thread a sleep in `epoll_wait` and the worker an `eventfd` write to wake it.
-//! When the connection's call is the only task on the whole pool (a lone
-//! caller, 1:1), the task first spins for up to [`ANSWER_SPIN`] on the
-//! call count: no other pooled call anywhere is waiting for that thread,
-//! and an answer seen while spinning needs no wake-up at all. At
-//! 1:1:1024 that took the pooled p50 from 0.0805 to 0.0735 ms (BENCHMARKS.md,
-//! "Issue 21"); with more calls in flight it never spins.
+//! [`pool_news`] is how the connection task waits. Lending its socket, it
+//! parks at once. Otherwise (TLS, a full outbox, a drain), with calls on the
+//! pool and nothing else to do, it first gives its thread away a few times
+//! before the runtime thread may park, because the answer is usually moments
+//! away on a worker that this very yield lets run, while parking costs the
+//! runtime thread a sleep in `epoll_wait` and the worker an `eventfd` write
+//! to wake it. When the connection's call is the only task on the whole pool
+//! (a lone caller, 1:1), the task first spins for up to [`ANSWER_SPIN`] on
+//! the call count: no other pooled call anywhere is waiting for that thread,
+//! and an answer seen while spinning needs no wake-up at all.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use rpc_codec::OutFrame;
 use rpc_core::{RpcError, RpcResponse};
-use rpc_transport::Reserved;
+use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
 use crate::config::AnswerCompression;
+use crate::stats::ServerStats;
 
 /// One connection's answers from the worker pool, and its calls still there.
 pub(crate) struct PoolAnswers {
@@ -70,6 +104,22 @@ pub(crate) struct PoolAnswers {
     max_frame: usize,
     /// How answers are compressed (the server's `compression`).
     compression: AnswerCompression,
+    /// The connection's plain socket, which workers write while the task
+    /// lends it (see "The socket lent"); `None` for TLS.
+    socket: Option<Lender>,
+}
+
+/// The socket a connection can lend its workers, and what its writes need.
+pub(crate) struct Lender {
+    /// The connection's plain socket.
+    pub socket: RawSocket,
+    /// Bytes of answer buffer worth keeping once written out (the outbox's
+    /// high-water mark): a larger one, grown for a large answer, is let go.
+    pub keep: usize,
+    /// The server's byte counters.
+    pub io: Arc<IoCounters>,
+    /// The server's counters ([`ServerStats::worker_writes`]).
+    pub stats: Arc<ServerStats>,
 }
 
 struct State {
@@ -83,6 +133,17 @@ struct State {
     news: bool,
     /// The connection is gone: answers are dropped.
     closed: bool,
+    /// The connection task lends its socket: its outbox is empty and it
+    /// waits, so workers write answers themselves. Only ever set with
+    /// `socket`, only by [`PoolAnswers::poll_news`]; cleared by
+    /// [`PoolAnswers::take`], [`PoolAnswers::close`], and by a write that
+    /// left bytes behind.
+    lent: bool,
+    /// `buf` starts with the rest of a frame a worker wrote only in part: it
+    /// goes out before anything else.
+    tail: bool,
+    /// A write of `buf` is deferred to the end of a worker's run of tasks.
+    write_deferred: bool,
 }
 
 impl PoolAnswers {
@@ -94,11 +155,27 @@ impl PoolAnswers {
                 waker: None,
                 news: false,
                 closed: false,
+                lent: false,
+                tail: false,
+                write_deferred: false,
             }),
             in_flight: AtomicUsize::new(0),
             max_frame,
             compression: AnswerCompression::default(),
+            socket: None,
         }
+    }
+
+    /// Workers may write the answers to `lender`'s socket themselves while
+    /// the connection task lends it (plain sockets only; see the module docs).
+    ///
+    /// # Safety
+    ///
+    /// The socket must stay open until [`close`](Self::close) has returned:
+    /// the connection closes this before it drops the socket's halves.
+    pub unsafe fn lending(mut self, lender: Option<Lender>) -> Self {
+        self.socket = lender;
+        self
     }
 
     /// Answers compressed as `compression` says (default: the server's
@@ -112,11 +189,7 @@ impl PoolAnswers {
     /// dropped unanswered, just counts it done).
     /// `reserved` is a large request's share of the frame budget, held until
     /// its answer is written.
-    pub fn reserve(
-        self: &std::sync::Arc<Self>,
-        reply_to: ReplyTo,
-        reserved: Option<Reserved>,
-    ) -> AnswerSlot {
+    pub fn reserve(self: &Arc<Self>, reply_to: ReplyTo, reserved: Option<Reserved>) -> AnswerSlot {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         AnswerSlot {
             answers: Some(self.clone()),
@@ -134,13 +207,21 @@ impl PoolAnswers {
     /// arrived or a pooled call ended without one (the caller then
     /// [`take`](Self::take)s the answers and re-checks
     /// [`in_flight`](Self::in_flight)); otherwise `cx` is woken by the next.
-    pub fn poll_news(&self, cx: &mut Context<'_>) -> Poll<()> {
+    ///
+    /// `lend`: the task's outbox is empty and it may read more: while it
+    /// waits, workers write answers to the socket themselves (when it is a
+    /// plain one), and it is woken only for what it must do — the rest of
+    /// an answer the socket did not take.
+    pub fn poll_news(&self, cx: &mut Context<'_>, lend: bool) -> Poll<()> {
         let mut st = self.state.lock();
         if std::mem::take(&mut st.news) {
             return Poll::Ready(());
         }
         if !st.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             st.waker = Some(cx.waker().clone());
+        }
+        if lend && self.socket.is_some() && st.buf.is_empty() && !st.closed {
+            st.lent = true;
         }
         Poll::Pending
     }
@@ -149,11 +230,23 @@ impl PoolAnswers {
     /// budget their requests hold to `held`), without waiting. Returns
     /// whether there was any. Neither buffer keeps more than `max_keep` bytes
     /// of storage once emptied.
+    ///
+    /// Takes the socket back if it was lent: from here on only the task
+    /// writes, until it lends it again. A frame a worker wrote in part goes
+    /// first, before what `out` holds (nothing of `out` can have been
+    /// written: the socket was lent only while the outbox was empty).
     pub fn take(&self, out: &mut BytesMut, held: &mut Vec<Reserved>, max_keep: usize) -> bool {
         let mut st = self.state.lock();
+        st.lent = false;
         held.append(&mut st.held);
         if st.buf.is_empty() {
             return false;
+        }
+        if std::mem::take(&mut st.tail) && !out.is_empty() {
+            let mut first = std::mem::take(&mut st.buf);
+            first.extend_from_slice(out);
+            *out = first;
+            return true;
         }
         if out.is_empty() {
             // Trade buffers: the workers go on encoding into `out`'s old
@@ -191,14 +284,18 @@ impl PoolAnswers {
     pub fn close(&self) {
         let mut st = self.state.lock();
         st.closed = true;
+        st.lent = false;
         st.buf = BytesMut::new();
         st.held.clear();
         st.waker = None;
     }
 
     /// Encodes the answer (unless the connection is gone), counts the call
-    /// done and wakes the connection task if it waits.
-    fn deliver(&self, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
+    /// done and wakes the connection task if it waits — or, while the task
+    /// lends its socket, writes the answers (now if this was the
+    /// connection's last call on the pool, else when this worker's run of
+    /// tasks ends).
+    fn deliver(self: &Arc<Self>, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
         let (waker, last) = {
             let mut st = self.state.lock();
             // Counted done first, so that even a panic in the encode below
@@ -213,15 +310,92 @@ impl PoolAnswers {
                     st.held.extend(reserved);
                 }
             }
-            (st.waker.take(), last)
+            if st.lent {
+                if last {
+                    (self.write_lent(&mut st), true)
+                } else if !std::mem::replace(&mut st.write_deferred, true) {
+                    (Some(Waker::from(self.clone())), false)
+                } else {
+                    (None, false)
+                }
+            } else {
+                (st.waker.take(), last)
+            }
         };
         match waker {
             // Nothing more to come from the pool: wake it now.
             Some(waker) if last => waker.wake(),
             // More answers are on their way, likely from this very worker:
-            // one wake-up when its run of tasks ends (see `pool::wake_soon`).
+            // one wake-up (or one write of the lent socket) when its run of
+            // tasks ends (see `pool::wake_soon`).
             Some(waker) => crate::pool::wake_soon(waker),
             None => {}
+        }
+    }
+
+    /// Writes `buf` to the lent socket (`st.lent` is set): what the socket
+    /// takes now. Returns the task's waker when the task must come: the
+    /// socket did not take everything (it writes the rest, first), or it
+    /// failed (the task's own write sees why).
+    fn write_lent(&self, st: &mut State) -> Option<Waker> {
+        let lender = self.socket.as_ref()?;
+        let mut written = 0;
+        while written < st.buf.len() {
+            // SAFETY: `lent` is set, so `close` has not run (it clears it
+            // under this lock), and the connection closes this before it
+            // drops the socket's halves (`lending`).
+            match unsafe { lender.socket.send_now(&st.buf[written..]) } {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        lender.io.add_out(written as u64);
+        if written > 0 {
+            lender.stats.worker_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        if written == st.buf.len() {
+            if st.buf.capacity() > lender.keep {
+                // A large answer's storage must not stay behind.
+                st.buf = BytesMut::new();
+            } else {
+                st.buf.clear();
+            }
+            // Their answers are out: large requests give their budget back.
+            st.held.clear();
+            st.news = false;
+            return None;
+        }
+        st.buf.advance(written);
+        st.tail = written > 0;
+        st.lent = false;
+        st.waker.take()
+    }
+}
+
+/// The write of a lent socket deferred to the end of a worker's run of
+/// tasks ([`crate::pool::wake_soon`]): one `send` for the run's answers.
+impl Wake for PoolAnswers {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let waker = {
+            let mut st = self.state.lock();
+            st.write_deferred = false;
+            if st.lent {
+                self.write_lent(&mut st)
+            } else if st.news {
+                // Taken back meanwhile: the task collects the answers.
+                st.waker.take()
+            } else {
+                None
+            }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
         }
     }
 }
@@ -230,7 +404,7 @@ impl PoolAnswers {
 /// without [`answer`](Self::answer) (the job was rejected or lost) it still
 /// counts the call done, so the connection does not wait for it forever.
 pub(crate) struct AnswerSlot {
-    answers: Option<std::sync::Arc<PoolAnswers>>,
+    answers: Option<Arc<PoolAnswers>>,
     reply_to: ReplyTo,
     reserved: Option<Reserved>,
 }
@@ -266,20 +440,27 @@ impl Drop for AnswerSlot {
 /// thread park; when its one call is the only task on the pool (`alone`,
 /// asked only then) it spins for up to [`ANSWER_SPIN`] first (see the
 /// module docs).
-pub(crate) async fn pool_news(pooled: Option<&PoolAnswers>, alone: impl FnOnce() -> bool) {
+pub(crate) async fn pool_news(
+    pooled: Option<&PoolAnswers>,
+    alone: impl FnOnce() -> bool,
+    lend: bool,
+) {
     let Some(pooled) = pooled else {
         return std::future::pending().await;
     };
-    let mut yields = if pooled.in_flight() > 0 {
+    // Lending its socket, the task needs no answer's news: it parks at once
+    // and leaves the thread to the workers that write.
+    let lend = lend && pooled.socket.is_some();
+    let mut yields = if pooled.in_flight() > 0 && !lend {
         ANSWER_YIELDS
     } else {
         0
     };
-    if pooled.in_flight() == 1 && alone() {
+    if pooled.in_flight() == 1 && !lend && alone() {
         crate::pool::spin_while(ANSWER_SPIN, || pooled.in_flight() == 1);
     }
     std::future::poll_fn(|cx| loop {
-        match pooled.poll_news(cx) {
+        match pooled.poll_news(cx, lend) {
             Poll::Pending if yields > 0 => {
                 yields -= 1;
                 std::thread::yield_now();
@@ -412,7 +593,7 @@ mod tests {
             None,
         );
         assert_eq!(answers.in_flight(), 2);
-        assert!(answers.poll_news(&mut cx).is_pending());
+        assert!(answers.poll_news(&mut cx, false).is_pending());
 
         a.answer(Ok(RpcResponse::new(Bytes::from_static(b"one"))));
         assert!(
@@ -426,8 +607,11 @@ mod tests {
         );
         assert_eq!(answers.in_flight(), 0);
 
-        assert!(answers.poll_news(&mut cx).is_ready());
-        assert!(answers.poll_news(&mut cx).is_pending(), "news is told once");
+        assert!(answers.poll_news(&mut cx, false).is_ready());
+        assert!(
+            answers.poll_news(&mut cx, false).is_pending(),
+            "news is told once"
+        );
         assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
         let got = decode_all(out);
         assert_eq!(got.len(), 2);
@@ -479,7 +663,7 @@ mod tests {
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker))
+            .poll_news(&mut Context::from_waker(&waker), false)
             .is_pending());
         drop(slot);
         assert_eq!(answers.in_flight(), 0);
@@ -488,7 +672,7 @@ mod tests {
             "the connection task is woken to re-check its in-flight count"
         );
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker))
+            .poll_news(&mut Context::from_waker(&waker), false)
             .is_ready());
         assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
     }
@@ -531,5 +715,159 @@ mod tests {
         slot.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
         assert_eq!(answers.in_flight(), 0);
         assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
+    }
+
+    /// A plain socket pair on loopback: the server's halves and the client.
+    async fn socket_pair() -> (
+        tokio::net::tcp::OwnedReadHalf,
+        tokio::net::tcp::OwnedWriteHalf,
+        tokio::net::TcpStream,
+    ) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, server) =
+            tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        let (read, write) = server.unwrap().0.into_split();
+        (read, write, client.unwrap())
+    }
+
+    fn lent_answers(
+        write: &tokio::net::tcp::OwnedWriteHalf,
+        max_frame: usize,
+    ) -> (Arc<PoolAnswers>, Arc<IoCounters>) {
+        use rpc_transport::WriteNow;
+        let counters = Arc::new(IoCounters::default());
+        // SAFETY: every test closes the answers before it drops `write`.
+        let answers = Arc::new(unsafe {
+            PoolAnswers::new(max_frame).lending(write.raw_socket().map(|socket| Lender {
+                socket,
+                keep: 1 << 16,
+                io: counters.clone(),
+                stats: Arc::new(ServerStats::default()),
+            }))
+        });
+        (answers, counters)
+    }
+
+    fn reply_to(id: u64) -> ReplyTo {
+        ReplyTo {
+            id,
+            serializer: 0,
+            answer_in: rpc_core::Compression::None,
+        }
+    }
+
+    async fn read_frames(client: &mut tokio::net::TcpStream, n: usize) -> Vec<(u64, Bytes)> {
+        use tokio::io::AsyncReadExt;
+        let mut codec = FrameCodec::new(1 << 26);
+        let mut buf = BytesMut::new();
+        let mut got = Vec::new();
+        while got.len() < n {
+            if let Some(f) = codec.decode(&mut buf).unwrap() {
+                got.push((f.header.request_id, f.body));
+                continue;
+            }
+            let read = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                client.read_buf(&mut buf),
+            )
+            .await
+            .expect("the answers arrive")
+            .unwrap();
+            assert!(read > 0, "the connection ended early");
+        }
+        assert!(buf.is_empty(), "trailing bytes");
+        got
+    }
+
+    #[tokio::test]
+    async fn while_the_socket_is_lent_answers_are_written_without_waking_the_task() {
+        let (_read, write, mut client) = socket_pair().await;
+        let (answers, counters) = lent_answers(&write, 1 << 20);
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let a = answers.reserve(reply_to(1), None);
+        let b = answers.reserve(reply_to(2), None);
+        assert!(answers
+            .poll_news(&mut Context::from_waker(&waker), true)
+            .is_pending());
+
+        // Off a worker thread the deferred write happens at once; on one,
+        // at the end of its run (`pool::wake_soon`).
+        a.answer(Ok(RpcResponse::new(Bytes::from_static(b"one"))));
+        b.answer(Ok(RpcResponse::new(Bytes::from_static(b"two"))));
+        let got = read_frames(&mut client, 2).await;
+        assert_eq!(got[0], (1, Bytes::from_static(b"one")));
+        assert_eq!(got[1], (2, Bytes::from_static(b"two")));
+        assert!(!flag.0.load(Ordering::SeqCst), "the task was not woken");
+        assert!(counters.bytes_out() > 0, "the bytes are counted");
+        assert_eq!(answers.in_flight(), 0);
+
+        // Taken back, the socket is the task's again: answers wait for it.
+        assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
+        answers
+            .reserve(reply_to(3), None)
+            .answer(Ok(RpcResponse::new(Bytes::from_static(b"three"))));
+        assert!(flag.0.swap(false, Ordering::SeqCst), "now it is woken");
+        let mut out = BytesMut::new();
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
+        assert_eq!(decode_all(out)[0].0, 3);
+        answers.close();
+        drop(write);
+    }
+
+    #[tokio::test]
+    async fn what_a_full_socket_did_not_take_goes_out_first_when_the_task_takes_it_back() {
+        use tokio::io::AsyncWriteExt;
+        let (_read, mut write, mut client) = socket_pair().await;
+        let (answers, _) = lent_answers(&write, 1 << 26);
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let big = Bytes::from(vec![5u8; 32 << 20]);
+        let slot = answers.reserve(reply_to(1), None);
+        assert!(answers
+            .poll_news(&mut Context::from_waker(&waker), true)
+            .is_pending());
+        // More than loopback's buffers take while the client does not read.
+        slot.answer(Ok(RpcResponse::new(big.clone())));
+        assert!(
+            flag.0.load(Ordering::SeqCst),
+            "the task is woken for the rest"
+        );
+        assert!(answers.state.lock().tail, "a frame was written in part");
+
+        // The task had an answer of its own queued meanwhile: the rest of
+        // the worker's frame still goes first.
+        let mut out = BytesMut::new();
+        encode_answer(
+            &mut out,
+            &OutFrame::response(7, 0, Bytes::from_static(b"mine")),
+            1 << 20,
+        );
+        assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
+        let (got, written) = tokio::join!(read_frames(&mut client, 2), write.write_all(&out));
+        written.unwrap();
+        assert_eq!(got[0].0, 1);
+        assert_eq!(got[0].1, big);
+        assert_eq!(got[1], (7, Bytes::from_static(b"mine")));
+        answers.close();
+        drop(write);
+    }
+
+    #[tokio::test]
+    async fn a_closed_connection_lends_nothing() {
+        let (_read, write, _client) = socket_pair().await;
+        let (answers, counters) = lent_answers(&write, 1 << 20);
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let slot = answers.reserve(reply_to(1), None);
+        answers.close();
+        assert!(answers
+            .poll_news(&mut Context::from_waker(&waker), true)
+            .is_pending());
+        assert!(!answers.state.lock().lent);
+        slot.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
+        assert_eq!(counters.bytes_out(), 0, "nothing written after close");
+        drop(write);
     }
 }

@@ -1,0 +1,161 @@
+//! [`WriteNow`]: write to a socket from a thread outside the runtime, at
+//! once, without asking the runtime whether it is writable.
+//!
+//! A server whose handlers run on a worker pool has two threads per answer:
+//! the worker that made it and the runtime thread that writes it. Waking the
+//! runtime thread costs more than the `send` itself (an `eventfd` write, a
+//! context switch, a park again). When the connection's task has nothing of
+//! its own to write, it can lend its socket's write side to the workers
+//! instead, and they `send` the answers themselves: a plain non-blocking
+//! `send(2)` on the socket, the one syscall the write needed anyway.
+//!
+//! Only plain sockets can be written this way: a TLS stream's bytes must go
+//! through its session, so its halves have no [`RawSocket`]. Writing around
+//! the runtime is safe for the runtime: a write half's writability is a
+//! hint, cleared by the next write that would block.
+//!
+//! # Safety
+//!
+//! A [`RawSocket`] is a bare file descriptor: whoever holds one must stop
+//! using it before the half it came from is dropped (and the descriptor
+//! closed, perhaps reused for another connection). [`RawSocket::send_now`]
+//! is `unsafe` for that reason; the server's lender keeps it behind the same
+//! lock that closes the loan, and closes it before the half drops.
+
+use std::io;
+
+/// The descriptor of a plain socket, borrowed from its write half; see the
+/// module docs for the rule that makes using it sound.
+#[derive(Clone, Copy, Debug)]
+pub struct RawSocket {
+    #[cfg(unix)]
+    fd: std::os::fd::RawFd,
+}
+
+impl RawSocket {
+    /// Writes what the socket takes now of `buf`: the count written, or
+    /// [`WouldBlock`](io::ErrorKind::WouldBlock) when its send buffer is
+    /// full. Never raises `SIGPIPE`.
+    ///
+    /// # Safety
+    ///
+    /// The write half this came from must not have been dropped, and must
+    /// not be dropped before this returns.
+    #[cfg(unix)]
+    pub unsafe fn send_now(self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: the caller keeps the descriptor open for this call.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        // socket2 sends with MSG_NOSIGNAL; the socket is non-blocking (tokio's).
+        socket2::SockRef::from(&fd).send(buf)
+    }
+
+    /// Never writes on platforms without file descriptors.
+    ///
+    /// # Safety
+    ///
+    /// As on unix.
+    #[cfg(not(unix))]
+    pub unsafe fn send_now(self, _buf: &[u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// A write half whose socket can be written from another thread
+/// ([`RawSocket::send_now`]).
+pub trait WriteNow {
+    /// The socket, for a plain socket's half; `None` for a stream that must
+    /// be written through its half (TLS).
+    fn raw_socket(&self) -> Option<RawSocket>;
+}
+
+impl WriteNow for tokio::net::tcp::OwnedWriteHalf {
+    #[cfg(unix)]
+    fn raw_socket(&self) -> Option<RawSocket> {
+        use std::os::fd::AsRawFd;
+        Some(RawSocket {
+            fd: self.as_ref().as_raw_fd(),
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn raw_socket(&self) -> Option<RawSocket> {
+        None
+    }
+}
+
+#[cfg(unix)]
+impl WriteNow for tokio::net::unix::OwnedWriteHalf {
+    fn raw_socket(&self) -> Option<RawSocket> {
+        use std::os::fd::AsRawFd;
+        Some(RawSocket {
+            fd: self.as_ref().as_raw_fd(),
+        })
+    }
+}
+
+/// The halves of `tokio::io::split` (TLS streams): never.
+impl<T> WriteNow for tokio::io::WriteHalf<T> {
+    fn raw_socket(&self) -> Option<RawSocket> {
+        None
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    /// A client and the write half of its server side, on loopback.
+    async fn pair() -> (tokio::net::TcpStream, tokio::net::tcp::OwnedWriteHalf) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, server) =
+            tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+        (client.unwrap(), server.unwrap().0.into_split().1)
+    }
+
+    #[tokio::test]
+    async fn another_thread_writes_what_the_peer_reads() {
+        let (mut client, write) = pair().await;
+        let socket = write.raw_socket().expect("a plain socket has one");
+        let sent = std::thread::spawn(move || {
+            // SAFETY: `write` outlives the thread (joined below).
+            unsafe { socket.send_now(b"pong") }
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        assert_eq!(sent, 4);
+        let mut got = [0u8; 4];
+        client.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"pong");
+        drop(write);
+    }
+
+    #[tokio::test]
+    async fn a_full_send_buffer_would_block() {
+        let (_client, write) = pair().await;
+        let socket = write.raw_socket().unwrap();
+        let chunk = vec![7u8; 1 << 16];
+        let mut blocked = None;
+        // The client never reads: the buffers fill within a few MiB.
+        for _ in 0..10_000 {
+            // SAFETY: `write` is alive.
+            match unsafe { socket.send_now(&chunk) } {
+                Ok(n) => assert!(n > 0),
+                Err(e) => {
+                    blocked = Some(e.kind());
+                    break;
+                }
+            }
+        }
+        assert_eq!(blocked, Some(io::ErrorKind::WouldBlock));
+    }
+
+    #[tokio::test]
+    async fn tls_halves_have_none() {
+        let (a, _b) = tokio::io::duplex(64);
+        let (_read, write) = tokio::io::split(a);
+        assert!(write.raw_socket().is_none());
+    }
+}
