@@ -244,6 +244,76 @@ async fn dribbling_peers_at_max_connections_give_way_to_a_client_that_calls() {
     .await;
 }
 
+/// At `max_connections`, a connection whose calls all ended gives way to a
+/// newcomer within about a second, in both dispatch modes — also when its
+/// last answers were written by a pool worker on the socket it lent, so that
+/// its task never woke to record the end of its calls (the worker records
+/// it). Its client's heartbeat, its calls' deadlines and the server's idle
+/// checks are far off, so only that record can let the newcomer in this soon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_whose_calls_ended_gives_way_in_either_dispatch_mode() {
+    bounded(40, async {
+        let _serial = SERIAL.lock().await;
+        for (name, dispatch, queue) in [dispatch_variants()[0], dispatch_variants()[2]] {
+            let mut config = server_config(dispatch, queue);
+            config.max_connections = 1;
+            config.transport.heartbeat_interval = Duration::from_secs(30);
+            config.transport.idle_timeout = Duration::from_secs(60);
+            let (server, _) = start(config).await;
+            let addr = server.local_addr();
+            // Its calls' deadlines (which the server's timer keeps) are far
+            // off too.
+            let calc = CalcClient::new(
+                Client::builder()
+                    .addr(addr.to_string())
+                    .connect(Connect::fixed(1))
+                    .request_timeout(Duration::from_secs(30))
+                    .build()
+                    .await
+                    .expect("client connects"),
+            );
+            for i in 0..50 {
+                assert_eq!(
+                    calc.add(i, 1).await.expect("the first client is served"),
+                    i + 1
+                );
+            }
+            let ended = Instant::now();
+            let (_second, newcomer) = calc_client(addr, 1, 1).await;
+            let mut attempts = 0;
+            let served_in = loop {
+                attempts += 1;
+                assert!(attempts <= 200, "{name}: bounded attempts");
+                match newcomer.add(20, 22).await {
+                    Ok(v) => {
+                        assert_eq!(v, 42);
+                        break ended.elapsed();
+                    }
+                    Err(e) => {
+                        assert_refused(&e, "max_connections", 1);
+                        assert!(
+                            ended.elapsed() < Duration::from_secs(8),
+                            "{name}: still refused {:?} after the first client's last call",
+                            ended.elapsed()
+                        );
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            };
+            eprintln!("{name}: the newcomer was let in {served_in:?} after the last call");
+            assert!(server.stats().evicted_connections >= 1, "{name}");
+            if dispatch == Dispatch::Pool {
+                assert!(
+                    server.stats().worker_writes > 0,
+                    "{name}: workers wrote answers"
+                );
+            }
+            server.shutdown().await;
+        }
+    })
+    .await;
+}
+
 // --- the per-address cap ---------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -381,6 +381,55 @@ impl CallActivity {
             self.stored = value;
         }
     }
+
+    /// What a pool worker uses to record the end of the connection's last
+    /// call while the connection's task sleeps (see [`QuietMarker`]).
+    pub fn quiet_marker(&self) -> QuietMarker {
+        QuietMarker {
+            entry: self.entry.clone(),
+            epoch: self.epoch,
+        }
+    }
+
+    /// Another thread (a [`QuietMarker`]) may have stored since the last
+    /// batch: the next one compares with what is stored now.
+    pub fn resync(&mut self) {
+        self.stored = self.entry.last_call_ms.load(Ordering::Relaxed);
+    }
+}
+
+/// Records, from a pool worker, that a connection's last call ended: the
+/// worker wrote its answer on the socket the connection lent, and the
+/// connection's task, not woken, cannot record it (an eviction candidate must
+/// not look busy until the task's next turn). The task stores again only
+/// after it took its socket back, and [`CallActivity::resync`]s first.
+pub(crate) struct QuietMarker {
+    entry: Arc<Entry>,
+    epoch: Instant,
+}
+
+impl QuietMarker {
+    /// A marker of a connection in no table (unit tests of its users).
+    #[cfg(test)]
+    pub fn detached() -> Self {
+        QuietMarker {
+            entry: Arc::new(Entry {
+                id: 0,
+                ip: None,
+                accepted: Instant::now(),
+                last_call_ms: AtomicU64::new(0),
+                eviction: EvictionNotice::default(),
+            }),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The connection's calls all ended at `now`.
+    pub fn calls_ended(&self, now: Instant) {
+        let since = now.saturating_duration_since(self.epoch);
+        let ms = since.as_secs() * 1000 + u64::from(since.subsec_millis());
+        self.entry.last_call_ms.store(ms, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
@@ -578,7 +627,7 @@ mod tests {
     }
 
     #[test]
-    fn call_activity_stores_only_on_change() {
+    fn call_activity_stores_only_on_change_and_a_worker_marks_the_end_of_pooled_calls() {
         let adm = admission(1, None);
         let t0 = Instant::now();
         let ticket = accepted(adm.admit(A, t0));
@@ -595,6 +644,23 @@ mod tests {
             stored(),
             adm.ms(at(7000)),
             "the end of the last call counts"
+        );
+
+        // Pooled calls, whose last answer a worker wrote while the task
+        // slept: the worker marks their end, the task resyncs.
+        activity.after_batch(true, true, at(8000));
+        assert_eq!(stored(), BUSY);
+        activity.quiet_marker().calls_ended(at(8500));
+        assert_eq!(stored(), adm.ms(at(8500)));
+        activity.resync();
+        // A ping alone changes nothing; new calls make it busy again.
+        activity.after_batch(false, false, at(9000));
+        assert_eq!(stored(), adm.ms(at(8500)));
+        activity.after_batch(true, true, at(9500));
+        assert_eq!(
+            stored(),
+            BUSY,
+            "busy again: stored, not skipped as unchanged"
         );
     }
 }

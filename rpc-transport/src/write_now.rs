@@ -24,6 +24,13 @@
 
 use std::io;
 
+/// `send(2)` flags: no `SIGPIPE` for a peer gone. Apple's systems have no
+/// such flag (their sockets carry `SO_NOSIGPIPE` instead).
+#[cfg(all(unix, not(target_vendor = "apple")))]
+const NO_SIGNAL: libc::c_int = libc::MSG_NOSIGNAL;
+#[cfg(target_vendor = "apple")]
+const NO_SIGNAL: libc::c_int = 0;
+
 /// The descriptor of a plain socket, borrowed from its write half; see the
 /// module docs for the rule that makes using it sound.
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +42,10 @@ pub struct RawSocket {
 impl RawSocket {
     /// Writes what the socket takes now of `buf`: the count written, or
     /// [`WouldBlock`](io::ErrorKind::WouldBlock) when its send buffer is
-    /// full. Never raises `SIGPIPE`.
+    /// full. A peer gone is an error (`EPIPE`), not a `SIGPIPE`, whatever
+    /// the process does with that signal (`MSG_NOSIGNAL`, where the
+    /// platform has it; elsewhere, as for the runtime's own writes, the
+    /// socket's options).
     ///
     /// # Safety
     ///
@@ -45,8 +55,8 @@ impl RawSocket {
     pub unsafe fn send_now(self, buf: &[u8]) -> io::Result<usize> {
         // SAFETY: the caller keeps the descriptor open for this call.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
-        // socket2 sends with MSG_NOSIGNAL; the socket is non-blocking (tokio's).
-        socket2::SockRef::from(&fd).send(buf)
+        // The socket is non-blocking (the runtime's).
+        socket2::SockRef::from(&fd).send_with_flags(buf, NO_SIGNAL)
     }
 
     /// Never writes on platforms without file descriptors.
@@ -150,6 +160,38 @@ mod tests {
             }
         }
         assert_eq!(blocked, Some(io::ErrorKind::WouldBlock));
+    }
+
+    /// A peer gone is an error, not a signal: with `SIGPIPE` at its default
+    /// (which kills the process), as in a host that does not ignore it.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[tokio::test]
+    async fn a_peer_gone_is_an_error_not_a_sigpipe() {
+        let (client, write) = pair().await;
+        let socket = write.raw_socket().unwrap();
+        drop(client);
+        // SAFETY: setting a signal's disposition; restored below.
+        let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        let mut failed = None;
+        for _ in 0..1000 {
+            // SAFETY: `write` is alive.
+            match unsafe { socket.send_now(b"answer") } {
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(1)).await,
+                Err(e) => {
+                    failed = Some(e.kind());
+                    break;
+                }
+            }
+        }
+        // SAFETY: as above.
+        unsafe { libc::signal(libc::SIGPIPE, before) };
+        assert!(
+            matches!(
+                failed,
+                Some(io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset)
+            ),
+            "{failed:?}"
+        );
     }
 
     #[tokio::test]

@@ -253,12 +253,14 @@ async fn serve_halves<R, W>(
                     keep: outbox.high_water(),
                     io: ctx.metrics.io.clone(),
                     stats: ctx.stats.clone(),
+                    quiet: ticket.activity().quiet_marker(),
                 }))
         }),
     });
     let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
-    // Dropped first, however this task ends: no worker writes the socket
-    // once its halves may be gone.
+    // Dropped before `outbox` and `reader` (declared before it), however
+    // this task ends: no worker writes the socket once its halves may be
+    // gone.
     let _lend_ends = ClosesOnDrop(pooled);
 
     let in_flight = Arc::new(InFlight::default());
@@ -303,6 +305,9 @@ async fn serve_halves<R, W>(
     let mut busy_poll = BusyPoll::new(ctx.config.busy_poll, reader.can_read_now());
     // The busy poll read a frame (or found the end of the stream) itself.
     let mut polled = false;
+    // The socket may have been lent to the workers since the last batch: a
+    // worker may have recorded the end of the calls (`QuietMarker`).
+    let mut lent = false;
 
     // Pinned once and polled only to register (see `StopWatch`); the server
     // waiter is replaced once, when the loop starts stopping.
@@ -484,6 +489,10 @@ async fn serve_halves<R, W>(
             }
         }
         served |= called || !streams.is_idle();
+        // After `take_pooled` above, which ended any loan.
+        if std::mem::take(&mut lent) {
+            call_activity.resync();
+        }
         call_activity.after_batch(called, calls(&streams) > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
@@ -506,9 +515,16 @@ async fn serve_halves<R, W>(
         // when the read has to wait.
         let was_stopping = stopping;
         let polling = can_read && !stopping && busy_poll.keep_polling();
-        // Waiting with nothing to write and able to read more: workers may
-        // write answers to the socket themselves meanwhile (`PoolAnswers`).
-        let lend = can_read && !stopping && outbox.is_empty();
+        // Waiting with nothing to write, able to read more, every call of
+        // the connection on the pool: workers may write answers to the
+        // socket themselves meanwhile, and the last one records the end of
+        // the calls (`PoolAnswers`).
+        let lend = can_read
+            && !stopping
+            && outbox.is_empty()
+            && in_flight.get() == 0
+            && streams.len() == 0;
+        lent |= lend;
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {

@@ -43,12 +43,16 @@
 //! Writing the answers on the connection task costs a wake-up of the runtime
 //! thread per run of answers (an `eventfd` write, a context switch, a park
 //! again), more than the `send` itself. So when the task has nothing of its
-//! own to write and could read more, it *lends* its socket while it waits
-//! ([`poll_news`](PoolAnswers::poll_news) with `lend`): a worker that
-//! delivers the connection's last pooled call, or ends a run of tasks that
-//! delivered some, writes the buffer itself with one non-blocking `send`
+//! own to write, could read more and has every call on the pool, it *lends*
+//! its socket while it waits ([`poll_news`](PoolAnswers::poll_news) with
+//! `lend`): a worker that delivers the connection's last pooled call, or
+//! ends a run of tasks that delivered some (or the pool's monitor, for a
+//! worker stuck in a long task: the deferred write is a deferred wake-up,
+//! `pool::wake_soon`), writes the buffer itself with one non-blocking `send`
 //! (`rpc_transport::WriteNow`), and the task is not woken at all. Only plain
-//! sockets are lent (TLS bytes go through the task's session).
+//! sockets are lent (TLS bytes go through the task's session). The `send`
+//! runs under the buffer's lock: it copies into the socket's buffer and
+//! never waits.
 //!
 //! Invariants:
 //! - One writer at a time: a worker writes only under this lock with
@@ -62,9 +66,12 @@
 //!   first, however its task ends (`lending`'s contract).
 //! - The loan changes nothing of what the task decides: it lends only while
 //!   it can read more and is not stopping, so no answer it must count (the
-//!   in-flight limit, a graceful drain) is one it is not woken for. What it
-//!   learns later (the connection gone quiet, for tidying and eviction) waits
-//!   for its next turn — its next request, or its timer.
+//!   in-flight limit, a graceful drain) is one it is not woken for. The
+//!   worker that writes the last call's answer records the end of the calls
+//!   in the admission table itself (`admission::QuietMarker`), so an idle
+//!   connection is an eviction candidate at once; only the tidy that gives
+//!   its buffers back waits for the task's next turn (its next request, or
+//!   its timer).
 //!
 //! At 1:1:1024 a pooled call's p50 went from 0.070 to 0.042–0.058 ms, and
 //! the calls per second up half (BENCHMARKS.md, "The socket lent").
@@ -93,6 +100,7 @@ use rpc_core::{RpcError, RpcResponse};
 use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
+use crate::admission::QuietMarker;
 use crate::config::AnswerCompression;
 use crate::stats::ServerStats;
 
@@ -120,6 +128,9 @@ pub(crate) struct Lender {
     pub io: Arc<IoCounters>,
     /// The server's counters ([`ServerStats::worker_writes`]).
     pub stats: Arc<ServerStats>,
+    /// Where a worker that wrote the answer of the connection's last call
+    /// records that its calls ended (the task, not woken, cannot).
+    pub quiet: QuietMarker,
 }
 
 struct State {
@@ -365,6 +376,9 @@ impl PoolAnswers {
             // Their answers are out: large requests give their budget back.
             st.held.clear();
             st.news = false;
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                lender.quiet.calls_ended(std::time::Instant::now());
+            }
             return None;
         }
         st.buf.advance(written);
@@ -744,6 +758,7 @@ mod tests {
                 keep: 1 << 16,
                 io: counters.clone(),
                 stats: Arc::new(ServerStats::default()),
+                quiet: QuietMarker::detached(),
             }))
         });
         (answers, counters)
