@@ -52,6 +52,38 @@ async fn calc_client(addr: SocketAddr, connections: usize, tries: u32) -> (Clien
     (client.clone(), CalcClient::new(client))
 }
 
+/// Calls until `calc` is let in at `max_connections = max`: every refusal
+/// must say so, and the call must succeed within `within` of `since`.
+/// Returns when it was let in (after `since`) and how many refusals came
+/// before.
+async fn let_in_at_max_connections(
+    calc: &CalcClient,
+    max: u64,
+    since: Instant,
+    within: Duration,
+) -> (Duration, u32) {
+    let mut refusals = 0u32;
+    loop {
+        assert!(refusals < 200, "bounded attempts");
+        match calc.add(20, 22).await {
+            Ok(v) => {
+                assert_eq!(v, 42);
+                return (since.elapsed(), refusals);
+            }
+            Err(e) => {
+                assert_refused(&e, "max_connections", max);
+                refusals += 1;
+                assert!(
+                    since.elapsed() < within,
+                    "still refused {:?} after {within:?}",
+                    since.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// Asserts `e` is the refusal of a new connection at `limit` = `max`.
 fn assert_refused(e: &RpcError, limit: &str, max: u64) {
     match e {
@@ -173,24 +205,8 @@ async fn dribbling_peers_at_max_connections_give_way_to_a_client_that_calls() {
         // A legitimate client, one connection: refused (TooManyConnections) while
         // every dribbler is younger than the eviction minimum, then let in.
         let (client, calc) = calc_client(addr, 1, 1).await;
-        let mut refusals = 0u32;
-        let mut attempts = 0u32;
-        let served_in = loop {
-            attempts += 1;
-            assert!(attempts <= 100, "bounded attempts");
-            match calc.add(20, 22).await {
-                Ok(v) => {
-                    assert_eq!(v, 42);
-                    break full_at.elapsed();
-                }
-                Err(e) => {
-                    assert_refused(&e, "max_connections", 64);
-                    refusals += 1;
-                    assert!(full_at.elapsed() < Duration::from_secs(5), "let in within 5 s");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        };
+        let (served_in, refusals) =
+            let_in_at_max_connections(&calc, 64, full_at, Duration::from_secs(5)).await;
         for i in 0..200 {
             assert_eq!(calc.add(i, 1).await.expect("served once let in"), i + 1);
         }
@@ -280,26 +296,8 @@ async fn a_connection_whose_calls_ended_gives_way_in_either_dispatch_mode() {
             }
             let ended = Instant::now();
             let (_second, newcomer) = calc_client(addr, 1, 1).await;
-            let mut attempts = 0;
-            let served_in = loop {
-                attempts += 1;
-                assert!(attempts <= 200, "{name}: bounded attempts");
-                match newcomer.add(20, 22).await {
-                    Ok(v) => {
-                        assert_eq!(v, 42);
-                        break ended.elapsed();
-                    }
-                    Err(e) => {
-                        assert_refused(&e, "max_connections", 1);
-                        assert!(
-                            ended.elapsed() < Duration::from_secs(8),
-                            "{name}: still refused {:?} after the first client's last call",
-                            ended.elapsed()
-                        );
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            };
+            let (served_in, _) =
+                let_in_at_max_connections(&newcomer, 1, ended, Duration::from_secs(8)).await;
             eprintln!("{name}: the newcomer was let in {served_in:?} after the last call");
             assert!(server.stats().evicted_connections >= 1, "{name}");
             if dispatch == Dispatch::Pool {

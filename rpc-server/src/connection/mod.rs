@@ -519,7 +519,8 @@ async fn serve_halves<R, W>(
         // the connection on the pool: workers may write answers to the
         // socket themselves meanwhile, and the last one records the end of
         // the calls (`PoolAnswers`).
-        let lend = can_read
+        let lend = pooled.is_some_and(PoolAnswers::lends)
+            && can_read
             && !stopping
             && outbox.is_empty()
             && in_flight.get() == 0

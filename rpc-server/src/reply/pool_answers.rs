@@ -73,9 +73,6 @@
 //!   its buffers back waits for the task's next turn (its next request, or
 //!   its timer).
 //!
-//! At 1:1:1024 a pooled call's p50 went from 0.070 to 0.042–0.058 ms, and
-//! the calls per second up half (BENCHMARKS.md, "The socket lent").
-//!
 //! # Waiting for answers
 //!
 //! [`pool_news`] is how the connection task waits. Lending its socket, it
@@ -187,6 +184,11 @@ impl PoolAnswers {
     pub unsafe fn lending(mut self, lender: Option<Lender>) -> Self {
         self.socket = lender;
         self
+    }
+
+    /// Whether it has a socket to lend (a plain one).
+    pub fn lends(&self) -> bool {
+        self.socket.is_some()
     }
 
     /// Answers compressed as `compression` says (default: the server's
@@ -449,11 +451,12 @@ impl Drop for AnswerSlot {
 /// Completes when the worker pool has news for this connection (never, when
 /// there is no pool).
 ///
-/// With calls on the pool, the task first yields its thread
-/// [`ANSWER_YIELDS`] times while no news has come, before it lets the runtime
-/// thread park; when its one call is the only task on the pool (`alone`,
-/// asked only then) it spins for up to [`ANSWER_SPIN`] first (see the
-/// module docs).
+/// `lend` (only for a connection that [`lends`](PoolAnswers::lends)): the
+/// task lends its socket and parks at once. Otherwise, with calls on the
+/// pool, it first yields its thread [`ANSWER_YIELDS`] times while no news has
+/// come, before it lets the runtime thread park; when its one call is the
+/// only task on the pool (`alone`, asked only then) it spins for up to
+/// [`ANSWER_SPIN`] first (see the module docs).
 pub(crate) async fn pool_news(
     pooled: Option<&PoolAnswers>,
     alone: impl FnOnce() -> bool,
@@ -464,7 +467,6 @@ pub(crate) async fn pool_news(
     };
     // Lending its socket, the task needs no answer's news: it parks at once
     // and leaves the thread to the workers that write.
-    let lend = lend && pooled.socket.is_some();
     let mut yields = if pooled.in_flight() > 0 && !lend {
         ANSWER_YIELDS
     } else {
