@@ -4,8 +4,9 @@
 //! A caller that sends one call at a time (1:1) gives the pool no batch to
 //! share a wake-up with: each call would find the worker parked, and pay a
 //! futex wake-up and a context switch onto another core. So a worker that
-//! has seen that pattern spins for the next call instead ([`IDLE_SPIN`],
-//! through `TaskQueue::spin`), and a worker that has not parks as before.
+//! has seen that pattern waits for the next call awake instead ([`IDLE_SPIN`],
+//! through `TaskQueue::spin`), giving the core away at every turn
+//! ([`spin_while`]), and a worker that has not parks as before.
 //! The decision is per worker and needs no shared state beyond the pool's
 //! `submitted` count.
 

@@ -32,7 +32,8 @@
 //!   one more worker per tick, up to every parked one.
 //! * **A lone task's worker spins for the next.** With one call at a time
 //!   there is no batch to share a wake-up, so the worker that ran the pool's
-//!   only task waits awake for up to `IDLE_SPIN` ([`TaskQueue::spin`]);
+//!   only task waits awake for up to `IDLE_SPIN` ([`TaskQueue::spin`]),
+//!   yielding the core at every turn;
 //!   an offer meanwhile sees it on its way and wakes nobody. One worker
 //!   spins at a time.
 //! * **Most recently parked first (LIFO).** The worker woken is the one that

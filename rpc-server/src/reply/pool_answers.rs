@@ -82,8 +82,9 @@
 //! away on a worker that this very yield lets run, while parking costs the
 //! runtime thread a sleep in `epoll_wait` and the worker an `eventfd` write
 //! to wake it. When the connection's call is the only task on the whole pool
-//! (a lone caller, 1:1), the task first spins for up to [`ANSWER_SPIN`] on
-//! the call count: no other pooled call anywhere is waiting for that thread,
+//! (a lone caller, 1:1), the task first waits awake for up to [`ANSWER_SPIN`]
+//! on the call count, yielding the core at every turn (`pool::spin_while`):
+//! no other pooled call anywhere is waiting for that thread,
 //! and an answer seen while spinning needs no wake-up at all.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
