@@ -42,7 +42,7 @@ async fn lone_calls(coalesce_calls: usize, calls: u64) -> (Vec<u64>, u64) {
             used.push(conn);
         }
     }
-    let polled = used.iter().map(|c| c.busy_poll_reads()).sum();
+    let polled = used.iter().map(|c| c.busy_polled_frames()).sum();
     fixed.close();
     let carried = per_connection
         .iter()

@@ -63,6 +63,8 @@ struct Shared {
     close: Arc<CloseSignal>,
     /// Frames the reader's busy poll read from the socket itself.
     busy_poll_reads: AtomicU64,
+    /// Frames that arrived while the reader was polling for them.
+    busy_polled_frames: AtomicU64,
 }
 
 impl Shared {
@@ -269,6 +271,7 @@ impl Connection {
             streams,
             close: close.clone(),
             busy_poll_reads: AtomicU64::new(0),
+            busy_polled_frames: AtomicU64::new(0),
         });
         let activity = Arc::new(Activity::default());
         let reader = FrameReader::new(
@@ -504,6 +507,14 @@ impl Connection {
         self.shared.busy_poll_reads.load(Ordering::Relaxed)
     }
 
+    /// Frames that arrived while the connection's reader was busy-polling
+    /// for them instead of parked, whether the poll read them itself
+    /// ([`busy_poll_reads`](Self::busy_poll_reads)) or a runtime thread saw
+    /// the socket readable first: the answers a lone caller was polled for.
+    pub fn busy_polled_frames(&self) -> u64 {
+        self.shared.busy_polled_frames.load(Ordering::Relaxed)
+    }
+
     /// Calls waiting for a response on this connection.
     pub fn pending_count(&self) -> usize {
         self.shared.pending.len()
@@ -705,7 +716,9 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
             let lone = shared.pending.client_in_flight() <= 1;
             if lone {
                 let now = std::time::Instant::now();
-                poll.arrived(now);
+                if poll.arrived(now) {
+                    shared.busy_polled_frames.fetch_add(1, Ordering::Relaxed);
+                }
                 poll.waits(now, true);
             } else {
                 poll.start_over();

@@ -40,7 +40,18 @@ async fn a_lone_callers_answers_all_come_with_the_poll_on_or_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_callers_answers_are_read_by_the_poll_on_two_workers() {
     // The longest poll allowed: a loaded test machine still answers within it.
-    let polled = lone_calls(Duration::from_millis(1), 500).await;
+    // Which worker the reader's task lands on is the runtime's choice: on
+    // the one that holds the I/O driver, its yield polls the driver and the
+    // answers come through the usual read (as on one worker), which happens
+    // to a whole run now and then. So a few fresh connections, one of which
+    // must show the poll reading for itself.
+    let mut polled = 0;
+    for _ in 0..5 {
+        polled = lone_calls(Duration::from_millis(1), 500).await;
+        if polled > 0 {
+            break;
+        }
+    }
     assert!(polled > 0, "the poll read answers from the socket itself");
     assert_eq!(lone_calls(Duration::ZERO, 200).await, 0, "off: never");
 }
