@@ -147,7 +147,7 @@ pub use stats::PoolStats;
 use crate::panic::panic_message;
 use blocking::BlockingQueue;
 use monitor::Monitor;
-pub(crate) use rhythm::spin_while;
+pub(crate) use rhythm::yield_while;
 use rhythm::Rhythm;
 use seat::Seat;
 use std::fmt;

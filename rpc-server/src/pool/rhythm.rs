@@ -6,7 +6,7 @@
 //! futex wake-up and a context switch onto another core. So a worker that
 //! has seen that pattern waits for the next call awake instead ([`IDLE_SPIN`],
 //! through `TaskQueue::spin`), giving the core away at every turn
-//! ([`spin_while`]), and a worker that has not parks as before.
+//! ([`yield_while`]), and a worker that has not parks as before.
 //! The decision is per worker and needs no shared state beyond the pool's
 //! `submitted` count.
 
@@ -87,8 +87,8 @@ pub(super) const LONE_STREAK: u32 = 4;
 /// off until the scheduler preempts the spinner, which cost a pooled lone
 /// call 25–30 µs of its round trip; a yield lets it run at once and costs
 /// this thread well under a microsecond when nothing else wants the core.
-#[cfg_attr(brisk_loom, allow(dead_code))] // under loom, spinners yield instead
-pub(crate) fn spin_while(limit: Duration, mut busy: impl FnMut() -> bool) {
+#[cfg_attr(brisk_loom, allow(dead_code))] // under loom, waiters call loom's yield instead
+pub(crate) fn yield_while(limit: Duration, mut busy: impl FnMut() -> bool) {
     let start = Instant::now();
     while busy() && start.elapsed() < limit {
         std::thread::yield_now();

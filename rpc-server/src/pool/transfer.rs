@@ -30,7 +30,7 @@
 //!   handler therefore delays the calls queued behind it by one to two ticks
 //!   (1–2 ms) and stalls nothing beyond that; a run of blocking handlers wakes
 //!   one more worker per tick, up to every parked one.
-//! * **A lone task's worker spins for the next.** With one call at a time
+//! * **A lone task's worker waits awake for the next.** With one call at a time
 //!   there is no batch to share a wake-up, so the worker that ran the pool's
 //!   only task waits awake for up to `IDLE_SPIN` ([`TaskQueue::spin`]),
 //!   yielding the core at every turn;
@@ -251,7 +251,7 @@ impl TaskQueue for TransferQueue {
         // takes its task after the loop, under the lock, whenever the loop
         // ends. `len` is only a hint to end it early.
         #[cfg(not(brisk_loom))]
-        super::spin_while(limit, || self.len.load(Ordering::Relaxed) == 0);
+        super::yield_while(limit, || self.len.load(Ordering::Relaxed) == 0);
         #[cfg(brisk_loom)]
         {
             let _ = limit;

@@ -83,7 +83,7 @@
 //! runtime thread a sleep in `epoll_wait` and the worker an `eventfd` write
 //! to wake it. When the connection's call is the only task on the whole pool
 //! (a lone caller, 1:1), the task first waits awake for up to [`ANSWER_SPIN`]
-//! on the call count, yielding the core at every turn (`pool::spin_while`):
+//! on the call count, yielding the core at every turn (`pool::yield_while`):
 //! no other pooled call anywhere is waiting for that thread,
 //! and an answer seen while spinning needs no wake-up at all.
 
@@ -474,7 +474,7 @@ pub(crate) async fn pool_news(
         0
     };
     if pooled.in_flight() == 1 && !lend && alone() {
-        crate::pool::spin_while(ANSWER_SPIN, || pooled.in_flight() == 1);
+        crate::pool::yield_while(ANSWER_SPIN, || pooled.in_flight() == 1);
     }
     std::future::poll_fn(|cx| loop {
         match pooled.poll_news(cx, lend) {
