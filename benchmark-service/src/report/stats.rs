@@ -199,6 +199,68 @@ impl LatencyRecorder {
     }
 }
 
+/// Latencies a [`BatchedRecorder`] keeps before folding them into its recorder.
+const BATCH: usize = 128;
+
+/// One caller's [`LatencyRecorder`], filled a batch at a time.
+///
+/// A caller's recorder is tens of KiB (the HDR histogram's counts) and is touched by that
+/// caller alone, once per call. With a thousand callers the recorders are tens of MiB, out
+/// of every cache, and recording a latency straight into one cost the client several cache
+/// misses per call (`hdrhistogram`'s `record_n_inner` was 8 % of the client's samples at
+/// 1000 callers, 4 % at 100): the harness measuring its own memory, growing with the caller
+/// count. Here a call appends its latency to a small buffer — the one line being written
+/// stays in the cache — and every [`BATCH`] calls the batch goes into the recorder in one
+/// go. The figures are the same: every latency is recorded exactly, only later.
+#[derive(Debug)]
+pub struct BatchedRecorder {
+    rec: LatencyRecorder,
+    /// Successful latencies not yet recorded, in nanoseconds.
+    batch: Vec<u64>,
+}
+
+impl Default for BatchedRecorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BatchedRecorder {
+    /// An empty recorder.
+    pub fn new() -> Self {
+        BatchedRecorder {
+            rec: LatencyRecorder::new(),
+            batch: Vec::with_capacity(BATCH),
+        }
+    }
+
+    /// Records the latency of a successful call (into the batch).
+    pub fn record_ok(&mut self, latency: Duration) {
+        self.batch
+            .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
+        if self.batch.len() == BATCH {
+            self.flush();
+        }
+    }
+
+    /// Records a failed call (only counted, as [`LatencyRecorder::record_err`]).
+    pub fn record_err(&mut self, latency: Duration) {
+        self.rec.record_err(latency);
+    }
+
+    /// Every latency recorded.
+    pub fn finish(mut self) -> LatencyRecorder {
+        self.flush();
+        self.rec
+    }
+
+    fn flush(&mut self) {
+        for nanos in self.batch.drain(..) {
+            self.rec.record_ok(Duration::from_nanos(nanos));
+        }
+    }
+}
+
 /// A duration in fractional milliseconds.
 pub fn duration_ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -331,6 +393,32 @@ mod tests {
     fn close(actual: f64, expected: f64) -> bool {
         // HDR with 3 significant digits: relative error below 0.1 %.
         (actual - expected).abs() <= expected.abs() * 0.001 + 1e-9
+    }
+
+    #[test]
+    fn a_batched_recorder_records_every_latency_as_the_plain_one() {
+        let mut plain = LatencyRecorder::new();
+        let mut batched = BatchedRecorder::new();
+        // Not a multiple of the batch: the last, partial batch counts too.
+        for i in 0..(3 * BATCH as u64 + 17) {
+            let latency = Duration::from_nanos(1 + i * 7_919_993 % 40_000_000);
+            if i % 50 == 49 {
+                plain.record_err(latency);
+                batched.record_err(latency);
+            } else {
+                plain.record_ok(latency);
+                batched.record_ok(latency);
+            }
+        }
+        let batched = batched.finish();
+        assert_eq!(batched.succeeded(), plain.succeeded());
+        assert_eq!(batched.errors(), plain.errors());
+        assert_eq!(batched.min(), plain.min());
+        assert_eq!(batched.max(), plain.max());
+        assert_eq!(batched.mean(), plain.mean());
+        assert_eq!(batched.buckets(), plain.buckets());
+        assert_eq!(batched.histogram(), plain.histogram());
+        assert!(batched.succeeded() > 3 * BATCH as u64);
     }
 
     #[test]

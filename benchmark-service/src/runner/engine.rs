@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::players::{brisk::BriskOptions, CallError, ClientSetup, PlayerClient, Reply};
-use crate::report::{LatencyRecorder, SceneResult};
+use crate::report::{BatchedRecorder, LatencyRecorder, SceneResult};
 
 use super::plan::{CallMode, ConnectKind, Plan, Scenario, Scene};
 use super::reduce::{print_scene, scene_result};
@@ -123,7 +123,7 @@ impl SceneCtx {
     /// Every failure is described in the tally.
     fn record(
         &self,
-        rec: &mut LatencyRecorder,
+        rec: &mut BatchedRecorder,
         elapsed: Duration,
         result: &Result<(), CallError>,
         counted: bool,
@@ -317,7 +317,7 @@ impl Variant {
 }
 
 async fn timed_sync(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
-    let mut rec = LatencyRecorder::new();
+    let mut rec = BatchedRecorder::new();
     let mut i = caller as u64;
     while !ctx.stop.load(Ordering::Relaxed) {
         let t = Instant::now();
@@ -334,13 +334,13 @@ async fn timed_sync(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
             tokio::time::sleep(ERROR_BACKOFF).await;
         }
     }
-    rec
+    rec.finish()
 }
 
 /// A timed async caller: fires calls without awaiting each, up to `async_depth` in flight; a
 /// call counts if it completed while the window was open.
 async fn timed_async(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
-    let mut rec = LatencyRecorder::new();
+    let mut rec = BatchedRecorder::new();
     let mut in_flight = JoinSet::new();
     let mut i = caller as u64;
     loop {
@@ -363,7 +363,7 @@ async fn timed_async(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
             None => break,
         }
     }
-    rec
+    rec.finish()
 }
 
 async fn counted_sync(
@@ -373,13 +373,13 @@ async fn counted_sync(
     n: u64,
     counted: bool,
 ) -> LatencyRecorder {
-    let mut rec = LatencyRecorder::new();
+    let mut rec = BatchedRecorder::new();
     for i in start..start + n {
         let t = Instant::now();
         let result = ctx.call(caller, key_of(i)).await;
         ctx.record(&mut rec, t.elapsed(), &result, counted);
     }
-    rec
+    rec.finish()
 }
 
 /// jkbenchmark's async caller: fires its whole share without waiting (each call holding a
@@ -391,7 +391,7 @@ async fn counted_async(
     n: u64,
     counted: bool,
 ) -> LatencyRecorder {
-    let mut rec = LatencyRecorder::new();
+    let mut rec = BatchedRecorder::new();
     let mut in_flight = JoinSet::new();
     for i in start..start + n {
         let permit = match &ctx.limit {
@@ -412,13 +412,13 @@ async fn counted_async(
     while let Some(done) = in_flight.join_next().await {
         record_joined(&ctx, &mut rec, done);
     }
-    rec
+    rec.finish()
 }
 
 /// Records a joined call task; true when it failed.
 fn record_joined(
     ctx: &SceneCtx,
-    rec: &mut LatencyRecorder,
+    rec: &mut BatchedRecorder,
     done: Result<(Duration, Result<(), CallError>, bool), tokio::task::JoinError>,
 ) -> bool {
     let (elapsed, result, counted) = match done {
