@@ -210,7 +210,7 @@ const BATCH: usize = 128;
 /// misses per call (`hdrhistogram`'s `record_n_inner` was 8 % of the client's samples at
 /// 1000 callers, 4 % at 100): the harness measuring its own memory, growing with the caller
 /// count. Here a call appends its latency to a small buffer — the one line being written
-/// stays in the cache — and every [`BATCH`] calls the batch goes into the recorder in one
+/// stays in the cache — and every `BATCH` (128) calls the batch goes into the recorder in one
 /// go. The figures are the same: every latency is recorded exactly, only later.
 #[derive(Debug)]
 pub struct BatchedRecorder {
