@@ -1000,14 +1000,7 @@ async fn lone_caller_busy_polled() {
         for busy_poll in [Duration::from_millis(1), Duration::ZERO] {
             for (name, dispatch, queue) in dispatch_variants() {
                 let polled = !busy_poll.is_zero() && dispatch != Dispatch::Pool;
-                // With two workers the one in `epoll_wait` may see every
-                // frame first (the runtime's I/O driver and the poll race
-                // for the socket): each try is a fresh server, and one of 5
-                // must see the poll read some itself.
-                let wants_reads = polled && several_workers();
-                let tries = if wants_reads { 5 } else { 1 };
-                let mut read_by_poll = 0;
-                for _ in 0..tries {
+                until_the_poll_reads(name, polled, || async move {
                     let mut config = server_config(dispatch, queue);
                     config.busy_poll = busy_poll;
                     let (server, _) = start(config).await;
@@ -1041,18 +1034,10 @@ async fn lone_caller_busy_polled() {
                     } else {
                         assert_eq!(stats.busy_polled_frames, 0, "{name} {busy_poll:?}");
                     }
-                    read_by_poll = stats.busy_poll_reads;
                     server.shutdown().await;
-                    if read_by_poll > 0 {
-                        break;
-                    }
-                }
-                if wants_reads {
-                    assert!(
-                        read_by_poll > 0,
-                        "{name}: the poll reads the socket itself (in none of {tries} tries)"
-                    );
-                }
+                    stats.busy_poll_reads
+                })
+                .await;
             }
         }
     })

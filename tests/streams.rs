@@ -21,7 +21,8 @@ use brisk::{
     ServerHandle, Status, Stream, Streaming,
 };
 use common::{
-    bounded, dispatch_variants, on_a_runtime_of_its_own, server_config, several_workers, wait_until,
+    bounded, dispatch_variants, on_a_runtime_of_its_own, server_config, until_the_poll_reads,
+    wait_until,
 };
 use futures::StreamExt;
 
@@ -1079,13 +1080,7 @@ async fn a_ping_pong_caller_is_busy_polled_for_on_a_runtime_with_two_workers() {
 async fn ping_pong_busy_polled() {
     bounded(120, async {
         for (name, dispatch, queue) in dispatch_variants() {
-            // With two workers the one in `epoll_wait` may see every item
-            // first: the runtime's I/O driver and the poll race for the
-            // socket. Each try is a fresh server; one of 5 must see the poll
-            // read some itself.
-            let tries = if several_workers() { 5 } else { 1 };
-            let mut read_by_poll = 0;
-            for _ in 0..tries {
+            until_the_poll_reads(name, true, || async move {
                 let mut config = server_config(dispatch, queue);
                 // The longest poll allowed: a loaded test machine still comes
                 // back within it.
@@ -1117,18 +1112,10 @@ async fn ping_pong_busy_polled() {
                     stats.busy_polled_frames > 0,
                     "{name}: the caller's items were polled for"
                 );
-                read_by_poll = stats.busy_poll_reads;
                 server.shutdown().await;
-                if read_by_poll > 0 {
-                    break;
-                }
-            }
-            if several_workers() {
-                assert!(
-                    read_by_poll > 0,
-                    "{name}: the poll reads the socket itself (in none of {tries} tries)"
-                );
-            }
+                stats.busy_poll_reads
+            })
+            .await;
         }
     })
     .await;

@@ -230,3 +230,31 @@ where
 pub fn several_workers() -> bool {
     tokio::runtime::Handle::current().metrics().num_workers() > 1
 }
+
+/// Runs `run` (one server and its caller, returning the server's
+/// `busy_poll_reads`) and, on a runtime with several workers, again on a
+/// fresh server until the poll has read the socket itself, up to 5 tries:
+/// there the worker blocked in `epoll_wait` and the poll race for every
+/// frame, and the driver may win a whole run. Asserts that one try saw the
+/// poll read when `wants_reads` and the runtime has several workers.
+pub async fn until_the_poll_reads<F, Fut>(name: &str, wants_reads: bool, mut run: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
+    let wants_reads = wants_reads && several_workers();
+    let tries = if wants_reads { 5 } else { 1 };
+    let mut read_by_poll = 0;
+    for _ in 0..tries {
+        read_by_poll = run().await;
+        if read_by_poll > 0 {
+            break;
+        }
+    }
+    if wants_reads {
+        assert!(
+            read_by_poll > 0,
+            "{name}: the poll reads the socket itself (in none of {tries} tries)"
+        );
+    }
+}
