@@ -9,8 +9,8 @@
 //! One client thread sends 1024 bytes and waits for them to come back,
 //! call after call, busy-polling its socket (`recv(MSG_DONTWAIT)`, yielding
 //! the core between tries), as brisk's client does for a lone call. The
-//! server is a child process (this program re-run as `serve MODE`) that
-//! echoes in one of four shapes:
+//! server is a child process (this program re-run with `--serve MODE`)
+//! that echoes in one of six shapes:
 //!
 //! - `tokio-poll`: a tokio task reads and answers; after an answer it polls
 //!   the socket for 100 µs, yielding to the runtime between tries (brisk's
@@ -19,6 +19,10 @@
 //!   and hands each request to a worker thread that waits awake for 100 µs
 //!   (yielding) before it parks; the worker answers on the socket itself
 //!   (brisk's pool dispatch for a lone caller: the socket's write side lent).
+//! - `poll-handoff`: the same hand-off, the task polling the socket as
+//!   `tokio-poll` does instead of parking (the worker still waits awake).
+//! - `poll-handoff-parked`: the task polls, the worker parks at once after
+//!   each answer (a futex wake-up per call).
 //! - `worker-reads`: the socket is registered with the tokio runtime (a task
 //!   owns it, as a connection task would), but a worker thread reads and
 //!   answers it itself through a duplicate of its descriptor, polling as the
@@ -44,9 +48,11 @@ use clap::Parser;
 const MSG: usize = 1024;
 /// How long the pollers and the waiting worker stay awake after a message.
 const AWAKE: Duration = Duration::from_micros(100);
-const MODES: [&str; 4] = [
+const MODES: [&str; 6] = [
     "tokio-poll",
     "handoff",
+    "poll-handoff",
+    "poll-handoff-parked",
     "worker-reads",
     "worker-reads-unregistered",
 ];
@@ -187,7 +193,9 @@ fn serve(mode: &str) -> Res {
         .build()?;
     match mode {
         "tokio-poll" => rt.block_on(tokio_poll(s)),
-        "handoff" => handoff(&rt, s),
+        "handoff" => handoff(&rt, s, Handing::WaitsAwake),
+        "poll-handoff" => handoff(&rt, s, Handing::BothAwake),
+        "poll-handoff-parked" => handoff(&rt, s, Handing::TaskPolls),
         "worker-reads" => {
             let own = s.try_clone()?;
             // Registered with the runtime's epoll (edge-triggered, both
@@ -277,10 +285,21 @@ struct Handoff {
     parked: Condvar,
 }
 
-/// A tokio task reads (waiting in `epoll_wait` between requests) and hands
-/// each request to a worker thread, which waits awake for `AWAKE` after an
-/// answer and parks on a condition variable after that.
-fn handoff(rt: &tokio::runtime::Runtime, s: TcpStream) -> Res {
+/// Who stays awake between a lone caller's requests when a task hands them
+/// to a worker.
+#[derive(Clone, Copy, PartialEq)]
+enum Handing {
+    /// The worker, for `AWAKE`; the task parks in `epoll_wait`.
+    WaitsAwake,
+    /// Both: the task polls the socket as `tokio-poll` does.
+    BothAwake,
+    /// The task polls; the worker parks at once.
+    TaskPolls,
+}
+
+/// A tokio task reads and hands each request to a worker thread, which
+/// answers on the socket itself; `how` says who waits awake.
+fn handoff(rt: &tokio::runtime::Runtime, s: TcpStream, how: Handing) -> Res {
     let slot = Arc::new(Handoff::default());
     let worker = {
         let slot = slot.clone();
@@ -295,7 +314,7 @@ fn handoff(rt: &tokio::runtime::Runtime, s: TcpStream) -> Res {
                     };
                     write_all(&mut answer, &request)?;
                     last = Instant::now();
-                } else if last.elapsed() < AWAKE {
+                } else if how != Handing::TaskPolls && last.elapsed() < AWAKE {
                     std::thread::yield_now();
                 } else {
                     let guard = slot.request.lock().map_err(|_| "poisoned")?;
@@ -318,6 +337,7 @@ fn handoff(rt: &tokio::runtime::Runtime, s: TcpStream) -> Res {
         let s = tokio::net::TcpStream::from_std(s)?;
         let mut buf = vec![0u8; MSG];
         let mut have = 0;
+        let mut last = Instant::now();
         loop {
             match s.try_read(&mut buf[have..]) {
                 Ok(0) => return Ok(()),
@@ -326,9 +346,17 @@ fn handoff(rt: &tokio::runtime::Runtime, s: TcpStream) -> Res {
                     if have == MSG {
                         hand(Some(buf.clone()))?;
                         have = 0;
+                        last = Instant::now();
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => s.readable().await?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if how != Handing::WaitsAwake && last.elapsed() < AWAKE {
+                        tokio::task::yield_now().await;
+                    } else {
+                        s.readable().await?;
+                        last = Instant::now();
+                    }
+                }
                 Err(e) => return Err(e.into()),
             }
         }
