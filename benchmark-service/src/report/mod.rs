@@ -37,7 +37,7 @@ pub use progress::{
 pub use rounds::{median, median_stats, spread, RoundFigures};
 pub use scene::{round_report, scene_line, SceneResult, OPTION_NAMES};
 pub use stats::{
-    bucket_index, BatchedRecorder, LatencyRecorder, RoundStats, BUCKET_COUNT, BUCKET_LABELS,
-    BUCKET_UPPER_MS,
+    bucket_index, BatchedRecorder, LatencyRecorder, RoundStats, SharedRecorder, BUCKET_COUNT,
+    BUCKET_LABELS, BUCKET_UPPER_MS,
 };
 pub use verdict::{judge, Claim, Filter, Judgement, Metric, Verdict};

@@ -1,10 +1,10 @@
 //! Latency and throughput statistics for one benchmark round.
 //!
-//! A benchmark round is driven by many workers (one per unit of concurrency). Each worker
-//! owns a [`LatencyRecorder`] so that recording a call is a few arithmetic operations on
-//! thread-local data with no locking or atomics on the hot path; when the round ends the
-//! runner [`merge`](LatencyRecorder::merge)s the recorders and turns the result plus the
-//! round's wall-clock runtime into a [`RoundStats`].
+//! A benchmark round is driven by many callers (one per unit of concurrency). They record
+//! into one [`LatencyRecorder`] per round, each through a [`BatchedRecorder`] that takes the
+//! recorder's lock once per 128 calls, so that recording a call is an append to the caller's
+//! own small buffer; when the round ends the runner turns the recorder plus the round's
+//! wall-clock runtime into a [`RoundStats`].
 //!
 //! The recorder keeps two views of the same samples:
 //! - an HDR histogram (microsecond resolution, 3 significant digits, auto-resizing) for
@@ -19,9 +19,11 @@
 //! benchmark) — mixing those in would make the latency numbers describe the failure mode
 //! instead of the service. The error count shows up in `errors` / `error_pct` and in TPS.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 /// Number of jkbenchmark latency buckets.
@@ -199,38 +201,40 @@ impl LatencyRecorder {
     }
 }
 
-/// Latencies a [`BatchedRecorder`] keeps before folding them into its recorder.
+/// Latencies a [`BatchedRecorder`] keeps before folding them into the round's recorder.
 const BATCH: usize = 128;
 
-/// One caller's [`LatencyRecorder`], filled a batch at a time.
+/// The recorder every caller of a round folds its batches into.
+pub type SharedRecorder = Arc<Mutex<LatencyRecorder>>;
+
+/// One caller's way into its round's [`SharedRecorder`], a batch at a time.
 ///
-/// A caller's recorder is tens of KiB (the HDR histogram's counts) and is touched by that
-/// caller alone, once per call. With a thousand callers the recorders are tens of MiB, out
-/// of every cache, and recording a latency straight into one cost the client several cache
-/// misses per call (`hdrhistogram`'s `record_n_inner` was 8 % of the client's samples at
-/// 1000 callers, 4 % at 100): the harness measuring its own memory, growing with the caller
-/// count. Here a call appends its latency to a small buffer — the one line being written
-/// stays in the cache — and every `BATCH` (128) calls the batch goes into the recorder in one
-/// go. The figures are the same: every latency is recorded exactly, only later.
+/// A [`LatencyRecorder`] is tens of KiB (the HDR histogram's counts). One per caller, a
+/// thousand callers' recorders were tens of MiB, out of every cache: recording a latency cost
+/// the client a cache miss or more per call (`hdrhistogram`'s `record_n_inner` was 8 % of the
+/// client's samples at 1000 callers, 4 % at 100), and those misses evicted the framework's own
+/// per-connection state — the harness measuring its own memory, growing with the caller
+/// count. So every caller of a round records into one recorder, which stays in the cache:
+/// a call appends its latency to the caller's small buffer, and every `BATCH` (128) calls the
+/// batch goes into the shared recorder under its lock, taken once per batch (uncontended in
+/// practice: a couple of microseconds per 128 calls). The figures are the same: every latency
+/// is recorded exactly, only later.
 #[derive(Debug)]
 pub struct BatchedRecorder {
-    rec: LatencyRecorder,
+    into: SharedRecorder,
     /// Successful latencies not yet recorded, in nanoseconds.
     batch: Vec<u64>,
-}
-
-impl Default for BatchedRecorder {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// Failed calls not yet counted.
+    errors: u64,
 }
 
 impl BatchedRecorder {
-    /// An empty recorder.
-    pub fn new() -> Self {
+    /// A caller's recorder, folding into `into`.
+    pub fn new(into: &SharedRecorder) -> Self {
         BatchedRecorder {
-            rec: LatencyRecorder::new(),
+            into: into.clone(),
             batch: Vec::with_capacity(BATCH),
+            errors: 0,
         }
     }
 
@@ -244,20 +248,21 @@ impl BatchedRecorder {
     }
 
     /// Records a failed call (only counted, as [`LatencyRecorder::record_err`]).
-    pub fn record_err(&mut self, latency: Duration) {
-        self.rec.record_err(latency);
+    pub fn record_err(&mut self, _latency: Duration) {
+        self.errors += 1;
     }
 
-    /// Every latency recorded.
-    pub fn finish(mut self) -> LatencyRecorder {
+    /// Folds what is left into the shared recorder.
+    pub fn finish(mut self) {
         self.flush();
-        self.rec
     }
 
     fn flush(&mut self) {
+        let mut into = self.into.lock();
         for nanos in self.batch.drain(..) {
-            self.rec.record_ok(Duration::from_nanos(nanos));
+            into.record_ok(Duration::from_nanos(nanos));
         }
+        into.errors += std::mem::take(&mut self.errors);
     }
 }
 
@@ -398,7 +403,8 @@ mod tests {
     #[test]
     fn a_batched_recorder_records_every_latency_as_the_plain_one() {
         let mut plain = LatencyRecorder::new();
-        let mut batched = BatchedRecorder::new();
+        let shared = SharedRecorder::default();
+        let mut batched = BatchedRecorder::new(&shared);
         // Not a multiple of the batch: the last, partial batch counts too.
         for i in 0..(3 * BATCH as u64 + 17) {
             let latency = Duration::from_nanos(1 + i * 7_919_993 % 40_000_000);
@@ -410,7 +416,8 @@ mod tests {
                 batched.record_ok(latency);
             }
         }
-        let batched = batched.finish();
+        batched.finish();
+        let batched = shared.lock();
         assert_eq!(batched.succeeded(), plain.succeeded());
         assert_eq!(batched.errors(), plain.errors());
         assert_eq!(batched.min(), plain.min());

@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::players::{brisk::BriskOptions, CallError, ClientSetup, PlayerClient, Reply};
-use crate::report::{BatchedRecorder, LatencyRecorder, SceneResult};
+use crate::report::{BatchedRecorder, LatencyRecorder, SceneResult, SharedRecorder};
 
 use super::plan::{CallMode, ConnectKind, Plan, Scenario, Scene};
 use super::reduce::{print_scene, scene_result};
@@ -249,12 +249,14 @@ impl Variant {
         ctx.recording.store(false, Ordering::Relaxed);
         ctx.stop.store(false, Ordering::Relaxed);
         let mut callers = JoinSet::new();
+        let recorder = SharedRecorder::default();
         for caller in 0..ctx.concurrency.max(1) as usize {
             let ctx = ctx.clone();
+            let rec = BatchedRecorder::new(&recorder);
             callers.spawn(async move {
                 match ctx.call_mode {
-                    CallMode::Sync => timed_sync(ctx, caller).await,
-                    CallMode::Async => timed_async(ctx, caller).await,
+                    CallMode::Sync => timed_sync(ctx, caller, rec).await,
+                    CallMode::Async => timed_async(ctx, caller, rec).await,
                 }
             });
         }
@@ -267,7 +269,7 @@ impl Variant {
         let elapsed = opened.elapsed();
         let after = Counters::read(self.server_pid, self.server_port, Edge::Close).await;
         ctx.stop.store(true, Ordering::Relaxed);
-        let rec = join_callers(callers, timeout + DRAIN_GRACE).await?;
+        let rec = join_callers(callers, &recorder, timeout + DRAIN_GRACE).await?;
         Ok(Sample::new(&rec, elapsed, before, after))
     }
 
@@ -299,25 +301,28 @@ impl Variant {
     ) -> Result<LatencyRecorder, RunError> {
         let c = u64::from(self.ctx.concurrency.max(1));
         let mut callers = JoinSet::new();
+        let recorder = SharedRecorder::default();
         let mut next = 0u64;
         for caller in 0..c {
             let n = requests / c + u64::from(caller < requests % c);
             let (start, ctx) = (next, self.ctx.clone());
+            let rec = BatchedRecorder::new(&recorder);
             next += n;
+            let calls = Calls { start, n, counted };
             callers.spawn(async move {
                 match ctx.call_mode {
-                    CallMode::Sync => counted_sync(ctx, caller as usize, start, n, counted).await,
-                    CallMode::Async => counted_async(ctx, caller as usize, start, n, counted).await,
+                    CallMode::Sync => counted_sync(ctx, caller as usize, calls, rec).await,
+                    CallMode::Async => counted_async(ctx, caller as usize, calls, rec).await,
                 }
             });
         }
         let per_caller = u32::try_from(requests.div_ceil(c).max(1)).unwrap_or(u32::MAX);
-        join_callers(callers, timeout.saturating_mul(per_caller) + DRAIN_GRACE).await
+        let bound = timeout.saturating_mul(per_caller) + DRAIN_GRACE;
+        join_callers(callers, &recorder, bound).await
     }
 }
 
-async fn timed_sync(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
-    let mut rec = BatchedRecorder::new();
+async fn timed_sync(ctx: Arc<SceneCtx>, caller: usize, mut rec: BatchedRecorder) {
     let mut i = caller as u64;
     while !ctx.stop.load(Ordering::Relaxed) {
         let t = Instant::now();
@@ -339,8 +344,7 @@ async fn timed_sync(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
 
 /// A timed async caller: fires calls without awaiting each, up to `async_depth` in flight; a
 /// call counts if it completed while the window was open.
-async fn timed_async(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
-    let mut rec = BatchedRecorder::new();
+async fn timed_async(ctx: Arc<SceneCtx>, caller: usize, mut rec: BatchedRecorder) {
     let mut in_flight = JoinSet::new();
     let mut i = caller as u64;
     loop {
@@ -366,14 +370,16 @@ async fn timed_async(ctx: Arc<SceneCtx>, caller: usize) -> LatencyRecorder {
     rec.finish()
 }
 
-async fn counted_sync(
-    ctx: Arc<SceneCtx>,
-    caller: usize,
+/// A counted caller's share of a round: keys `start..start + n`, recorded when `counted`.
+#[derive(Clone, Copy)]
+struct Calls {
     start: u64,
     n: u64,
     counted: bool,
-) -> LatencyRecorder {
-    let mut rec = BatchedRecorder::new();
+}
+
+async fn counted_sync(ctx: Arc<SceneCtx>, caller: usize, calls: Calls, mut rec: BatchedRecorder) {
+    let Calls { start, n, counted } = calls;
     for i in start..start + n {
         let t = Instant::now();
         let result = ctx.call(caller, key_of(i)).await;
@@ -384,14 +390,8 @@ async fn counted_sync(
 
 /// jkbenchmark's async caller: fires its whole share without waiting (each call holding a
 /// permit of the shared bound, if any) and records completions as they come.
-async fn counted_async(
-    ctx: Arc<SceneCtx>,
-    caller: usize,
-    start: u64,
-    n: u64,
-    counted: bool,
-) -> LatencyRecorder {
-    let mut rec = BatchedRecorder::new();
+async fn counted_async(ctx: Arc<SceneCtx>, caller: usize, calls: Calls, mut rec: BatchedRecorder) {
+    let Calls { start, n, counted } = calls;
     let mut in_flight = JoinSet::new();
     for i in start..start + n {
         let permit = match &ctx.limit {
@@ -436,21 +436,19 @@ fn record_joined(
 /// Waits for a round's callers; a caller still busy after `bound` is a hung call (the
 /// framework did not honour its timeout) and fails the round.
 async fn join_callers(
-    mut callers: JoinSet<LatencyRecorder>,
+    mut callers: JoinSet<()>,
+    recorder: &SharedRecorder,
     bound: Duration,
 ) -> Result<LatencyRecorder, RunError> {
-    let mut total = LatencyRecorder::new();
     let joined = tokio::time::timeout(bound, async {
         while let Some(done) = callers.join_next().await {
-            let rec =
-                done.map_err(|e| RunError::Scene(format!("a benchmark caller failed: {e}")))?;
-            total.merge(&rec);
+            done.map_err(|e| RunError::Scene(format!("a benchmark caller failed: {e}")))?;
         }
         Ok::<(), RunError>(())
     })
     .await;
     match joined {
-        Ok(result) => result.map(|()| total),
+        Ok(result) => result.map(|()| std::mem::take(&mut *recorder.lock())),
         Err(_) => {
             callers.abort_all();
             Err(RunError::Scene(format!(
