@@ -1,10 +1,11 @@
 //! Statistics and report output for the benchmark client.
 //!
 //! The flow of a benchmark run through this module:
-//! 1. each worker records its calls in a [`LatencyRecorder`]; a [`ProgressTicker`] prints
+//! 1. every caller of a round records its calls, through its own [`BatchedRecorder`], in the
+//!    round's one [`LatencyRecorder`] (a [`SharedRecorder`]); a [`ProgressTicker`] prints
 //!    Dubbo-style `[HH:MM:SS] count: N, error: E, tps: T` lines from shared counters;
-//! 2. at the end of a round the recorders are merged and turned into [`RoundStats`]
-//!    ([`round_report`] prints the per-round block);
+//! 2. at the end of a round the recorder is turned into [`RoundStats`] ([`round_report`]
+//!    prints the per-round block);
 //! 3. a scene's rounds are reduced to medians ([`rounds`]) in a [`SceneResult`] ([`scene_line`] prints jkbenchmark's
 //!    one-line summary; [`dubbo_report`] prints the boxed Dubbo report);
 //! 4. claims about the run are judged round by round ([`verdict`]);
