@@ -429,6 +429,46 @@ mod tests {
     }
 
     #[test]
+    fn callers_on_two_threads_share_one_recorder_and_lose_nothing() {
+        let shared = SharedRecorder::default();
+        let latency = |caller: u64, i: u64| Duration::from_nanos(1 + (caller * 1_000 + i) * 37_117);
+        let callers: Vec<_> = (0..2u64)
+            .map(|caller| {
+                let mut rec = BatchedRecorder::new(&shared);
+                std::thread::spawn(move || {
+                    for i in 0..(5 * BATCH as u64 + caller) {
+                        if i % 100 == 99 {
+                            rec.record_err(latency(caller, i));
+                        } else {
+                            rec.record_ok(latency(caller, i));
+                        }
+                    }
+                    rec.finish();
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().expect("a recording thread panicked");
+        }
+        let mut plain = LatencyRecorder::new();
+        for caller in 0..2u64 {
+            for i in 0..(5 * BATCH as u64 + caller) {
+                match i % 100 == 99 {
+                    true => plain.record_err(latency(caller, i)),
+                    false => plain.record_ok(latency(caller, i)),
+                }
+            }
+        }
+        let shared = shared.lock();
+        assert_eq!(shared.succeeded(), plain.succeeded());
+        assert_eq!(shared.errors(), plain.errors());
+        assert_eq!(shared.min(), plain.min());
+        assert_eq!(shared.max(), plain.max());
+        assert_eq!(shared.buckets(), plain.buckets());
+        assert_eq!(shared.histogram(), plain.histogram());
+    }
+
+    #[test]
     fn bucket_boundaries_are_inclusive_upper_bounds() {
         assert_eq!(bucket_index(Duration::ZERO), 0);
         assert_eq!(bucket_index(ms(1)), 0);
