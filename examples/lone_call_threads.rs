@@ -118,7 +118,7 @@ fn drive(child: &mut Child, calls: usize) -> Res<(f64, Vec<u64>, u64)> {
     s.set_nodelay(true)?;
     s.set_nonblocking(true)?;
     let msg = vec![7u8; MSG];
-    let mut buf = vec![0u8; MSG];
+    let mut answer = Incoming::new();
     let mut lat = Vec::with_capacity(calls);
     let warm = calls / 10;
     let mut before = 0;
@@ -130,11 +130,11 @@ fn drive(child: &mut Child, calls: usize) -> Res<(f64, Vec<u64>, u64)> {
         }
         let t = Instant::now();
         write_all(&mut s, &msg)?;
-        let mut have = 0;
-        while have < MSG {
-            match s.read(&mut buf[have..]) {
+        loop {
+            match s.read(answer.room()) {
                 Ok(0) => return Err("server closed".into()),
-                Ok(n) => have += n,
+                Ok(n) if answer.read(n).is_some() => break,
+                Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
                 Err(e) => return Err(e.into()),
             }
@@ -209,20 +209,48 @@ fn serve(mode: &str) -> Res {
     }
 }
 
+/// One message being read (a request, or the client's answer): `MSG`
+/// bytes, however many reads they take.
+struct Incoming {
+    buf: Vec<u8>,
+    have: usize,
+}
+
+impl Incoming {
+    fn new() -> Self {
+        Incoming {
+            buf: vec![0u8; MSG],
+            have: 0,
+        }
+    }
+
+    /// Where the next read goes.
+    fn room(&mut self) -> &mut [u8] {
+        &mut self.buf[self.have..]
+    }
+
+    /// `n` more bytes were read into [`room`](Self::room): the whole
+    /// message once it is complete (the next one starts empty).
+    fn read(&mut self, n: usize) -> Option<&[u8]> {
+        self.have += n;
+        (self.have == MSG).then(|| {
+            self.have = 0;
+            &self.buf[..]
+        })
+    }
+}
+
 /// Reads and echoes on this thread, polling for `AWAKE` after each message
 /// and blocking in `poll(2)` (no runtime involved) once that passes.
 fn worker_reads(mut s: TcpStream) -> Res {
-    let mut buf = vec![0u8; MSG];
-    let mut have = 0;
+    let mut incoming = Incoming::new();
     let mut last = Instant::now();
     loop {
-        match s.read(&mut buf[have..]) {
+        match s.read(incoming.room()) {
             Ok(0) => return Ok(()),
             Ok(n) => {
-                have += n;
-                if have == MSG {
-                    write_all(&mut s, &buf)?;
-                    have = 0;
+                if let Some(request) = incoming.read(n) {
+                    write_all(&mut s, request)?;
                     last = Instant::now();
                 }
             }
@@ -245,27 +273,24 @@ fn worker_reads(mut s: TcpStream) -> Res {
     }
 }
 
-/// Reads on a tokio task and answers there, polling by yielding to the
-/// runtime for `AWAKE` after each message.
-async fn tokio_poll(s: TcpStream) -> Res {
-    let mut answer = s.try_clone()?;
+/// Reads requests on a tokio task and gives each to `on_request`; after a
+/// request, for `AWAKE`, polls the socket by yielding to the runtime when
+/// `polls`, else (and once that passes) waits for it in `epoll_wait`.
+async fn read_requests(s: TcpStream, polls: bool, mut on_request: impl FnMut(&[u8]) -> Res) -> Res {
     let s = tokio::net::TcpStream::from_std(s)?;
-    let mut buf = vec![0u8; MSG];
-    let mut have = 0;
+    let mut incoming = Incoming::new();
     let mut last = Instant::now();
     loop {
-        match s.try_read(&mut buf[have..]) {
+        match s.try_read(incoming.room()) {
             Ok(0) => return Ok(()),
             Ok(n) => {
-                have += n;
-                if have == MSG {
-                    write_all(&mut answer, &buf)?;
-                    have = 0;
+                if let Some(request) = incoming.read(n) {
+                    on_request(request)?;
                     last = Instant::now();
                 }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if last.elapsed() < AWAKE {
+                if polls && last.elapsed() < AWAKE {
                     tokio::task::yield_now().await;
                 } else {
                     s.readable().await?;
@@ -275,6 +300,13 @@ async fn tokio_poll(s: TcpStream) -> Res {
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Reads on a tokio task and answers there, polling by yielding to the
+/// runtime for `AWAKE` after each message.
+async fn tokio_poll(s: TcpStream) -> Res {
+    let mut answer = s.try_clone()?;
+    read_requests(s, true, |request| write_all(&mut answer, request)).await
 }
 
 /// Where the reading task leaves a request for the worker.
@@ -333,34 +365,10 @@ fn handoff(rt: &tokio::runtime::Runtime, s: TcpStream, how: Handing) -> Res {
         slot.parked.notify_one();
         Ok(())
     };
-    let read: Res = rt.block_on(async {
-        let s = tokio::net::TcpStream::from_std(s)?;
-        let mut buf = vec![0u8; MSG];
-        let mut have = 0;
-        let mut last = Instant::now();
-        loop {
-            match s.try_read(&mut buf[have..]) {
-                Ok(0) => return Ok(()),
-                Ok(n) => {
-                    have += n;
-                    if have == MSG {
-                        hand(Some(buf.clone()))?;
-                        have = 0;
-                        last = Instant::now();
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    if how != Handing::WaitsAwake && last.elapsed() < AWAKE {
-                        tokio::task::yield_now().await;
-                    } else {
-                        s.readable().await?;
-                        last = Instant::now();
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    });
+    let polls = how != Handing::WaitsAwake;
+    let read = rt.block_on(read_requests(s, polls, |request| {
+        hand(Some(request.to_vec()))
+    }));
     hand(None)?;
     worker.join().map_err(|_| "worker panicked")??;
     read

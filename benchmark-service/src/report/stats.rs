@@ -418,14 +418,19 @@ mod tests {
         }
         batched.finish();
         let batched = shared.lock();
-        assert_eq!(batched.succeeded(), plain.succeeded());
-        assert_eq!(batched.errors(), plain.errors());
-        assert_eq!(batched.min(), plain.min());
-        assert_eq!(batched.max(), plain.max());
-        assert_eq!(batched.mean(), plain.mean());
-        assert_eq!(batched.buckets(), plain.buckets());
-        assert_eq!(batched.histogram(), plain.histogram());
+        assert_same_figures(&batched, &plain);
         assert!(batched.succeeded() > 3 * BATCH as u64);
+    }
+
+    /// Every statistic of `recorded` equals the plain recorder's.
+    fn assert_same_figures(recorded: &LatencyRecorder, plain: &LatencyRecorder) {
+        assert_eq!(recorded.succeeded(), plain.succeeded());
+        assert_eq!(recorded.errors(), plain.errors());
+        assert_eq!(recorded.min(), plain.min());
+        assert_eq!(recorded.max(), plain.max());
+        assert_eq!(recorded.mean(), plain.mean());
+        assert_eq!(recorded.buckets(), plain.buckets());
+        assert_eq!(recorded.histogram(), plain.histogram());
     }
 
     #[test]
@@ -459,13 +464,7 @@ mod tests {
                 }
             }
         }
-        let shared = shared.lock();
-        assert_eq!(shared.succeeded(), plain.succeeded());
-        assert_eq!(shared.errors(), plain.errors());
-        assert_eq!(shared.min(), plain.min());
-        assert_eq!(shared.max(), plain.max());
-        assert_eq!(shared.buckets(), plain.buckets());
-        assert_eq!(shared.histogram(), plain.histogram());
+        assert_same_figures(&shared.lock(), &plain);
     }
 
     #[test]
