@@ -424,6 +424,13 @@ impl QuietMarker {
         }
     }
 
+    /// A worker started a call of the connection (one it read itself, see
+    /// `reply::worker_reads`): the connection is busy, not an eviction
+    /// candidate, until its calls end.
+    pub fn call_started(&self) {
+        self.entry.last_call_ms.store(BUSY, Ordering::Relaxed);
+    }
+
     /// The connection's calls all ended at `now`.
     pub fn calls_ended(&self, now: Instant) {
         let since = now.saturating_duration_since(self.epoch);

@@ -225,6 +225,12 @@ impl Collector for ServerCollector {
         )?;
         single(
             e,
+            "brisk_worker_reads",
+            "Requests a worker read itself, on the read side its connection lent (lone callers).",
+            counter(stats.worker_reads),
+        )?;
+        single(
+            e,
             "brisk_bytes_in",
             "Bytes read from clients.",
             counter(self.io.bytes_in()),

@@ -36,6 +36,11 @@ pub struct ServerStats {
     /// connection lent while it waited (each a wake-up of the connection's
     /// task saved; plain sockets only).
     pub worker_writes: AtomicU64,
+    /// Requests a worker read itself, on the read side its connection lent
+    /// while a lone caller kept its rhythm (each a wake-up of the
+    /// connection's task and a hand-over to the pool saved; plain sockets
+    /// only).
+    pub worker_reads: AtomicU64,
 }
 
 /// A point-in-time copy of [`ServerStats`] (fields as documented there).
@@ -52,6 +57,7 @@ pub struct StatsSnapshot {
     pub busy_polled_frames: u64,
     pub busy_poll_reads: u64,
     pub worker_writes: u64,
+    pub worker_reads: u64,
 }
 
 impl ServerStats {
@@ -68,6 +74,7 @@ impl ServerStats {
             busy_polled_frames: self.busy_polled_frames.load(Ordering::Relaxed),
             busy_poll_reads: self.busy_poll_reads.load(Ordering::Relaxed),
             worker_writes: self.worker_writes.load(Ordering::Relaxed),
+            worker_reads: self.worker_reads.load(Ordering::Relaxed),
         }
     }
 }

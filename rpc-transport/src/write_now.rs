@@ -59,6 +59,73 @@ impl RawSocket {
         socket2::SockRef::from(&fd).send_with_flags(buf, NO_SIGNAL)
     }
 
+    /// Reads what the socket holds now into `buf`: the count (`0` at the
+    /// end of the stream), or [`WouldBlock`](io::ErrorKind::WouldBlock)
+    /// when nothing is there. On `Ok(n)` the first `n` bytes of `buf` are
+    /// initialized. For a worker that reads a connection's next request
+    /// while the connection's task lends it the socket's read side.
+    ///
+    /// # Safety
+    ///
+    /// As for [`send_now`](Self::send_now); and nothing else may read the
+    /// socket meanwhile.
+    #[cfg(unix)]
+    pub unsafe fn recv_now(self, buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+        // SAFETY: the caller keeps the descriptor open for this call.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(self.fd) };
+        socket2::SockRef::from(&fd).recv(buf)
+    }
+
+    /// Sets the socket's receive low-water mark (`SO_RCVLOWAT`): on TCP, the
+    /// kernel does not wake a thread waiting for the socket to be readable
+    /// (the runtime's `epoll_wait`) until that many bytes are buffered; a
+    /// non-blocking read still takes whatever is there. For a connection
+    /// whose reads a worker polls for a while, so that each request it takes
+    /// costs no wake-up of the runtime thread as well.
+    ///
+    /// # Safety
+    ///
+    /// As for [`send_now`](Self::send_now).
+    #[cfg(unix)]
+    pub unsafe fn set_recv_lowat(self, bytes: usize) -> io::Result<()> {
+        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: a valid pointer to a `c_int` and its size, for the call;
+        // the caller keeps the descriptor open.
+        let r = unsafe {
+            libc::setsockopt(
+                self.fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        match r {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// Does nothing on platforms without file descriptors.
+    ///
+    /// # Safety
+    ///
+    /// As on unix.
+    #[cfg(not(unix))]
+    pub unsafe fn set_recv_lowat(self, _bytes: usize) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Never reads on platforms without file descriptors.
+    ///
+    /// # Safety
+    ///
+    /// As on unix.
+    #[cfg(not(unix))]
+    pub unsafe fn recv_now(self, _buf: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
     /// Never writes on platforms without file descriptors.
     ///
     /// # Safety
@@ -192,6 +259,39 @@ mod tests {
             ),
             "{failed:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn another_thread_reads_what_the_peer_sent() {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, write) = pair().await;
+        let socket = write.raw_socket().unwrap();
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 8];
+        // SAFETY: `write` is alive, and nothing else reads the socket.
+        let nothing = unsafe { socket.recv_now(&mut buf) }.unwrap_err();
+        assert_eq!(nothing.kind(), io::ErrorKind::WouldBlock);
+        client.write_all(b"call").await.unwrap();
+        let got = std::thread::spawn(move || {
+            for _ in 0..1000 {
+                // SAFETY: `write` outlives the thread (joined below).
+                match unsafe { socket.recv_now(&mut buf) } {
+                    // SAFETY: `recv_now` initialized the first `n` bytes.
+                    Ok(n) => {
+                        return buf[..n]
+                            .iter()
+                            .map(|b| unsafe { b.assume_init() })
+                            .collect()
+                    }
+                    Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                }
+            }
+            Vec::new()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(got, b"call");
+        drop(client);
+        drop(write);
     }
 
     #[tokio::test]

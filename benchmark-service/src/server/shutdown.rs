@@ -45,7 +45,8 @@ pub(super) fn shutdown_text(
          requests         {} ({} errors, {} rejected as busy)\n  \
          connections      {} accepted, {} refused, {} evicted\n  \
          busy-polled      {} frames ({} read by the poll itself)\n  \
-         worker writes    {} (pooled answers written by the worker, no wake-up)",
+         worker writes    {} (pooled answers written by the worker, no wake-up)\n  \
+         worker reads     {} (requests a worker read itself, lone callers)",
         if report.drained {
             "all in-flight calls"
         } else {
@@ -61,6 +62,7 @@ pub(super) fn shutdown_text(
         stats.busy_polled_frames,
         stats.busy_poll_reads,
         stats.worker_writes,
+        stats.worker_reads,
     )
 }
 

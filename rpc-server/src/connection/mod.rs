@@ -12,7 +12,11 @@
 //! into the connection's [`PoolAnswers`], which the task moves into the
 //! outbox — or, while the task waits with an empty outbox, write them
 //! themselves on the socket it lends them (plain sockets; see
-//! `reply::pool_answers`). Only then does it wait — for input, for the socket to take the rest
+//! `reply::pool_answers`) — and, for a lone caller in rhythm, its read side
+//! too: the worker that answers reads the next request and starts it, and
+//! the task sleeps until it takes the read side back (at least every
+//! millisecond; see `worker_reads` and "The read side lent" there). Only
+//! then does it wait — for input, for the socket to take the rest
 //! of the outbox, for calls to finish and for stop news — in one `select!`;
 //! a client that comes straight back (and whose calls do not go to the pool)
 //! is polled for a moment instead, reading the socket itself (`busy_poll`).
@@ -96,6 +100,7 @@ mod idle;
 mod live;
 mod on_frame;
 mod stop_watch;
+mod worker_reads;
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -124,6 +129,7 @@ use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
+use worker_reads::{drain_started, WorkerReads, LENT_READ_TICK};
 
 /// Serves a plain connection, TCP or Unix (split with `into_split`, the
 /// fast path); `ticket` is its place in the admission table, held until the
@@ -239,22 +245,34 @@ async fn serve_halves<R, W>(
     )
     .with_counters(ctx.metrics.io.clone())
     .with_budget(ctx.frame_budget.clone());
+    // Calls workers started from requests they read themselves (a lone
+    // caller's, on the read side lent to them; see `worker_reads`).
+    let mut worker_started = None;
     // The pool and where its threads put this connection's answers (pool
     // mode only).
     let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
         pool,
-        // SAFETY: `_lend_ends` below closes the answers before `outbox` and
-        // `reader`, declared before it, drop the socket's halves.
-        answers: Arc::new(unsafe {
-            PoolAnswers::new(transport.max_frame_size)
-                .with_compression(ctx.config.compression)
-                .lending(socket.map(|socket| Lender {
-                    socket,
-                    keep: outbox.high_water(),
-                    io: ctx.metrics.io.clone(),
-                    stats: ctx.stats.clone(),
-                    quiet: ticket.activity().quiet_marker(),
-                }))
+        answers: Arc::new({
+            let (reads, started) = WorkerReads::new(
+                ctx.clone(),
+                peer_addr.addr,
+                ticket.activity().quiet_marker(),
+            );
+            worker_started = Some(started);
+            // SAFETY: `_lend_ends` below closes the answers before `outbox`
+            // and `reader`, declared before it, drop the socket's halves.
+            unsafe {
+                PoolAnswers::new(transport.max_frame_size)
+                    .with_compression(ctx.config.compression)
+                    .lending(socket.map(|socket| Lender {
+                        socket,
+                        keep: outbox.high_water(),
+                        io: ctx.metrics.io.clone(),
+                        stats: ctx.stats.clone(),
+                        quiet: ticket.activity().quiet_marker(),
+                    }))
+                    .reading(reads)
+            }
         }),
     });
     let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
@@ -308,6 +326,9 @@ async fn serve_halves<R, W>(
     // The socket may have been lent to the workers since the last batch: a
     // worker may have recorded the end of the calls (`QuietMarker`).
     let mut lent = false;
+    // The read side came back from the workers in the last wait: not lent
+    // again in the next one (see `lend_read`).
+    let mut read_side_back = false;
 
     // Pinned once and polled only to register (see `StopWatch`); the server
     // waiter is replaced once, when the loop starts stopping.
@@ -360,7 +381,8 @@ async fn serve_halves<R, W>(
                 expired: &mut expired,
                 idle: &mut idle,
             };
-            match timers.fired(&ctx, &peer, &mut outbox, reader.bytes_read()) {
+            let bytes_read = reader.bytes_read() + pooled.map_or(0, PoolAnswers::worker_bytes);
+            match timers.fired(&ctx, &peer, &mut outbox, bytes_read) {
                 Check::Busy => {}
                 Check::Idle(silent) => {
                     close.set(format!(
@@ -463,6 +485,15 @@ async fn serve_halves<R, W>(
         }
         if let Some(pooled) = pooled {
             outbox.take_pooled(pooled);
+            // The read side is back too: first the calls workers started
+            // (a `Cancel` read next finds its call), then what they read
+            // and left for this task, which comes before the socket.
+            if let Some(started) = &worker_started {
+                drain_started(&ctx, started, &mut live);
+            }
+            if let Some((bytes, error)) = pooled.take_handed() {
+                reader.unread(&bytes, error);
+            }
         }
         if !streams.is_idle() {
             // The handlers the batch's items (or opens) woke run now, so
@@ -471,7 +502,8 @@ async fn serve_halves<R, W>(
             streams.write_into(&mut outbox);
         }
         if calls(&streams) == 0 {
-            idle.quiet(tokio::time::Instant::from_std(clock), reader.bytes_read());
+            let bytes_read = reader.bytes_read() + pooled.map_or(0, PoolAnswers::worker_bytes);
+            idle.quiet(tokio::time::Instant::from_std(clock), bytes_read);
         }
         // Re-arm the timer when what it waits for moved earlier.
         let next = [
@@ -526,6 +558,32 @@ async fn serve_halves<R, W>(
             && in_flight.get() == 0
             && streams.len() == 0;
         lent |= lend;
+        // A lone caller's connection, its one call on a pool whose worker
+        // keeps the caller's rhythm: it lends its read side too, and the
+        // worker that writes the answer reads the next request itself
+        // (`reply::pool_reads`). The task then reads nothing until it takes
+        // it back — when a worker hands it back, or after a tick.
+        let lend_read = lend
+            && !std::mem::take(&mut read_side_back)
+            && next_frame.is_none()
+            && pool_lane.as_ref().is_some_and(|lane| {
+                // The call on the pool, if any, is one this turn submitted,
+                // whose worker will look at the read side once it answers;
+                // one from before may block its worker (the read side came
+                // back at a tick for that), and then this task reads.
+                lane.answers.lends_reads()
+                    && lane.pool.in_rhythm()
+                    && (lane.answers.in_flight() == 0 || (called && lane.answers.in_flight() == 1))
+                    && lane.pool.tasks_in_flight() <= 1
+            })
+            && reader.is_drained();
+        if lend_read {
+            let tick = tokio::time::Instant::now() + LENT_READ_TICK;
+            if armed.is_none_or(|at| tick < at) {
+                timer.as_mut().reset(tick);
+                armed = Some(tick);
+            }
+        }
         tokio::select! {
             biased;
             written = outbox.writable(), if !outbox.is_empty() => {
@@ -534,7 +592,7 @@ async fn serve_halves<R, W>(
                     break;
                 }
             }
-            next = reader.next(), if can_read => match next {
+            next = reader.next(), if can_read && !lend_read => match next {
                 Ok(Some(Inbound::Frame(frame, reserved))) => next_frame = Some((frame, reserved)),
                 Ok(Some(Inbound::TooLarge { header, max })) => {
                     answer_too_large(&ctx, &peer, &header, max, &mut outbox);
@@ -570,7 +628,16 @@ async fn serve_halves<R, W>(
             _ = std::future::poll_fn(|cx| streams.poll_streams(cx)), if !streams.is_idle() && outbox.has_room() => {
                 streams.write_into(&mut outbox);
             }
-            _ = pool_news(pooled, || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1), lend) => {
+            _ = pool_news(
+                pool_lane.as_ref().map(|l| &l.answers),
+                || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1),
+                lend,
+                pool_lane.as_ref().filter(|_| lend_read).map(|l| l.pool),
+            ) => {
+                // The read side came back (or could not be lent): this task
+                // reads for at least one turn, so a refused loan is not
+                // asked again at once.
+                read_side_back = lend_read;
                 if let Some(pooled) = pooled {
                     outbox.take_pooled(pooled);
                 }
@@ -590,7 +657,7 @@ async fn serve_halves<R, W>(
             },
             // Last, so only when nothing above is ready: a client in rhythm
             // is polled for instead of parking (see `rpc_transport::busy_poll`).
-            _ = tokio::task::yield_now(), if polling => polled = reader.read_now(),
+            _ = tokio::task::yield_now(), if polling && !lend_read => polled = reader.read_now(),
         }
     }
     // Calls still running here are abandoned (a forced stop, a broken

@@ -25,7 +25,7 @@ use crate::ctx::ServerCtx;
 use crate::dispatch::{deadline_error, finish_call, PoolJob, Reply};
 use crate::pool::WorkerPool;
 use crate::reply::{Outbox, PoolAnswers, ReplyTo};
-use crate::router::RouteEntry;
+use crate::router::{Route, RouteEntry};
 use crate::stream::ConnStreams;
 
 /// Answers a request whose header announced more than `max` bytes with
@@ -59,6 +59,87 @@ pub(super) fn answer_expired<W: AsyncWrite + Unpin>(
     ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
     call.route.metrics.record(timeout, false);
     outbox.push(call.reply_to.error(&deadline_error(call.route, timeout)));
+}
+
+/// A request (or stream open) frame made a call: routed, its body opened,
+/// its context set.
+pub(super) struct Admitted<'a> {
+    pub(super) route: &'a Route,
+    pub(super) reply_to: ReplyTo,
+    pub(super) req: RpcRequest,
+    /// When the caller stops waiting, and what it allowed.
+    pub(super) deadline: Option<(Instant, Duration)>,
+}
+
+/// Turns a request or stream-open frame, received at `received` from
+/// `peer`, into a call — or into the error its caller gets instead: a bad
+/// serializer, `refusal` (a connection winding down), an unknown method, a
+/// unary call to a streaming method or the reverse, a body that does not
+/// open. The one way a frame becomes a call, on the connection task and on
+/// a worker that read it (`worker_reads`).
+pub(super) fn admit<'a>(
+    ctx: &'a ServerCtx,
+    frame: Frame,
+    received: Instant,
+    peer: Option<SocketAddr>,
+    refusal: Option<RpcError>,
+) -> Result<Admitted<'a>, (ReplyTo, RpcError)> {
+    let id = frame.header.request_id;
+    let reply_to = ReplyTo::of(&frame.header, &ctx.config.compression);
+    let stream = frame.header.kind == FrameKind::StreamOpen;
+    let serializer = SerializerKind::from_id(reply_to.serializer).map_err(|e| (reply_to, e))?;
+    if let Some(refusal) = refusal {
+        return Err((reply_to, refusal));
+    }
+    let route = ctx
+        .router
+        .route_ref(frame.meta.service(), frame.meta.method())
+        .map_err(|e| (reply_to, e))?;
+    if route.kind.is_stream() != stream {
+        let how = match stream {
+            true => "unary: call it, do not open a stream",
+            false => "a streaming method: open it as a stream",
+        };
+        let err = RpcError::Status(rpc_core::Status::new(
+            rpc_core::Code::Unimplemented,
+            format!("{}.{} is {how}", route.service, route.method),
+        ));
+        return Err((reply_to, err));
+    }
+    // A compressed body is opened here, so handlers, interceptors and
+    // layers see it plain; one that cannot be opened fails this call only.
+    let body = rpc_codec::compression::open_body(
+        frame.header.flags,
+        frame.body,
+        ctx.config.transport.max_frame_size,
+    )
+    .map_err(|e| {
+        warn!(?peer, request_id = id, error = %e, "request body not opened");
+        (reply_to, e)
+    })?;
+    let timeout_ms = frame.header.timeout_ms;
+    let deadline = (timeout_ms > 0).then(|| {
+        let timeout = Duration::from_millis(timeout_ms as u64);
+        (received + timeout, timeout)
+    });
+    let mut cx = Context::new(id, serializer)
+        .with_metadata(frame.meta.metadata)
+        .with_deadline(deadline.map(|(at, _)| at));
+    if let Some(peer) = peer {
+        cx = cx.with_peer(peer);
+    }
+    let req = RpcRequest {
+        service: Cow::Borrowed(route.service),
+        method: Cow::Borrowed(route.method),
+        body,
+        cx,
+    };
+    Ok(Admitted {
+        route,
+        reply_to,
+        req,
+        deadline,
+    })
 }
 
 /// A call run on the connection task (direct dispatch), minus its request.
@@ -201,75 +282,23 @@ impl<'a> Conn<'a, '_> {
             }
         }
         self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
-        let reply_to = ReplyTo::of(&frame.header, &self.ctx.config.compression);
         let stream = frame.header.kind == FrameKind::StreamOpen;
-        let serializer = match SerializerKind::from_id(reply_to.serializer) {
-            Ok(s) => s,
-            Err(e) => {
-                self.reply_error(reply_to, stream, e, answers);
-                return None;
-            }
-        };
-        if self.stopping {
-            let refusal = self
-                .evicted
-                .map_or(RpcError::ShuttingDown, Ticket::eviction_error);
-            self.reply_error(reply_to, stream, refusal, answers);
-            return None;
-        }
-        let ctx: &'a ServerCtx = self.ctx;
-        let route = match ctx
-            .router
-            .route_ref(frame.meta.service(), frame.meta.method())
-        {
-            Ok(r) => r,
-            Err(e) => {
-                self.reply_error(reply_to, stream, e, answers);
-                return None;
-            }
-        };
-        if route.kind.is_stream() != stream {
-            let how = match stream {
-                true => "unary: call it, do not open a stream",
-                false => "a streaming method: open it as a stream",
-            };
-            let err = RpcError::Status(rpc_core::Status::new(
-                rpc_core::Code::Unimplemented,
-                format!("{}.{} is {how}", route.service, route.method),
-            ));
-            self.reply_error(reply_to, stream, err, answers);
-            return None;
-        }
-        // A compressed body is opened here, so handlers, interceptors and
-        // layers see it plain; one that cannot be opened fails this call only.
-        let body = match rpc_codec::compression::open_body(
-            frame.header.flags,
-            frame.body,
-            ctx.config.transport.max_frame_size,
-        ) {
-            Ok(body) => body,
-            Err(e) => {
-                warn!(peer = ?self.peer, request_id = id, error = %e, "request body not opened");
-                self.reply_error(reply_to, stream, e, answers);
-                return None;
-            }
-        };
-        let timeout_ms = frame.header.timeout_ms;
-        let deadline = (timeout_ms > 0).then(|| {
-            let timeout = Duration::from_millis(timeout_ms as u64);
-            (received + timeout, timeout)
+        let refusal = self.stopping.then(|| {
+            self.evicted
+                .map_or(RpcError::ShuttingDown, Ticket::eviction_error)
         });
-        let mut cx = Context::new(id, serializer)
-            .with_metadata(frame.meta.metadata)
-            .with_deadline(deadline.map(|(at, _)| at));
-        if let Some(peer) = self.peer {
-            cx = cx.with_peer(peer);
-        }
-        let req = RpcRequest {
-            service: Cow::Borrowed(route.service),
-            method: Cow::Borrowed(route.method),
-            body,
-            cx,
+        let ctx: &'a ServerCtx = self.ctx;
+        let Admitted {
+            route,
+            reply_to,
+            req,
+            deadline,
+        } = match admit(ctx, frame, received, self.peer, refusal) {
+            Ok(admitted) => admitted,
+            Err((reply_to, e)) => {
+                self.reply_error(reply_to, stream, e, answers);
+                return None;
+            }
         };
         if stream {
             if let Err(e) = streams.start(self.ctx, route.clone(), req, reply_to.serializer) {

@@ -428,6 +428,39 @@ fn a_deferred_wake_is_sent_exactly_once() {
     });
 }
 
+/// A connection lends its read side to the worker spinning for its next
+/// task (`TaskQueue::lend_spinner`) while that worker's wait ends: the lent
+/// source is either refused (the lender keeps it) or taken by the spinning
+/// worker and released when its wait ends — exactly once, never left in the
+/// queue.
+#[test]
+fn a_source_lent_to_a_spinning_worker_is_released_exactly_once() {
+    struct Lent(AtomicUsize);
+    impl IdlePoll for Lent {
+        fn poll(self: std::sync::Arc<Self>) -> bool {
+            true
+        }
+        fn release(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    check(3, &[TimedWaits::Never], |_| {
+        let queue = Arc::new(transfer::TransferQueue::new(Arc::new(Pulse::default())));
+        let lent = std::sync::Arc::new(Lent(AtomicUsize::new(0)));
+        let spinner = {
+            let queue = Arc::clone(&queue);
+            loom::thread::spawn(move || {
+                assert!(queue.spin(Duration::ZERO, &mut || true).is_none());
+            })
+        };
+        let refused = queue.lend_spinner(lent.clone()).is_err();
+        spinner.join().expect("spinner");
+        let released = lent.0.load(SeqCst);
+        assert_eq!(released, usize::from(!refused), "refused {refused}");
+        assert!(queue.take_lent().is_none(), "nothing left in the queue");
+    });
+}
+
 /// `core_threads = 0`: the only thread is idle (about to retire, under
 /// `Expire`) while a second task is submitted. The task must still run —
 /// either the retiring thread sees it and stays, or the submitter starts a new

@@ -67,7 +67,10 @@
 //! one task was the pool's only work waits for the next awake, for up to
 //! 100 µs, before it parks (`rhythm.rs`, `TaskQueue::spin`); one worker at a
 //! time, never while other calls keep the pool busy, and only while the
-//! caller's calls have been coming closer together than that.
+//! caller's calls have been coming closer together than that. While it
+//! waits so it looks at what a task asked it to (`seat::IdlePoll`: the
+//! caller's socket, lent by its connection), and submits the work it finds
+//! to itself.
 //!
 //! # Work the pool accepted before
 //!
@@ -141,7 +144,7 @@ mod sync;
 mod transfer;
 
 pub use config::{PoolConfig, PoolError, QueueKind, Rejected};
-pub(crate) use seat::wake_soon;
+pub(crate) use seat::{poll_soon, wake_soon, IdlePoll};
 pub use stats::PoolStats;
 
 use crate::panic::panic_message;
@@ -194,9 +197,25 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// Waits for a task for up to `limit` awake, without parking: a worker
     /// whose lone task just ended expects the next one within a round trip
     /// (see [`IDLE_SPIN`]). `None` when none came (or the queue does not
-    /// spin: the blocking queue wakes a worker per offer anyway).
-    fn spin(&self, limit: Duration) -> Option<Taken> {
-        let _ = limit;
+    /// spin: the blocking queue wakes a worker per offer anyway). `yields`
+    /// is asked at every turn whether the turn gives the core away (see
+    /// [`yield_while`]); it may look for work of its own meanwhile and
+    /// submit it (`seat::IdlePoll`), which ends the wait.
+    fn spin(&self, limit: Duration, yields: &mut dyn FnMut() -> bool) -> Option<Taken> {
+        let _ = (limit, yields);
+        None
+    }
+    /// Hands `poll` to the worker waiting awake in [`spin`](Self::spin),
+    /// which looks at it at every turn (`seat::IdlePoll`) or releases it
+    /// when its wait ends; back when no worker waits so.
+    fn lend_spinner(
+        &self,
+        poll: std::sync::Arc<dyn IdlePoll>,
+    ) -> Result<(), std::sync::Arc<dyn IdlePoll>> {
+        Err(poll)
+    }
+    /// What was lent to the spinning worker, taken (by that worker).
+    fn take_lent(&self) -> Option<std::sync::Arc<dyn IdlePoll>> {
         None
     }
     fn len(&self) -> usize;
@@ -267,6 +286,9 @@ struct Shared {
     admit_limit: usize,
     /// Calls whose handler waits, off the workers ([`Parked`]).
     waiting: AtomicUsize,
+    /// A worker keeps a lone caller's rhythm: it waits awake for the next
+    /// call after each (`rhythm.rs`), and looks at a lent read side then.
+    rhythm: AtomicBool,
     name: String,
 
     /// Accepted but unfinished tasks (queued + running + being handed over).
@@ -523,7 +545,13 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
         // The next task without waiting; only when there is none do the
         // wake-ups deferred by the tasks just run go out, before waiting.
         let next = match shared.queue.poll(Some(Duration::ZERO)) {
-            Some(taken) => Some(taken),
+            Some(taken) => {
+                // A connection's read side lent for a wait that is not
+                // coming: it goes back before a task that may block.
+                #[cfg(not(brisk_loom))]
+                seat::release_poll();
+                Some(taken)
+            }
             None => {
                 #[cfg(not(brisk_loom))]
                 seat.flush();
@@ -609,6 +637,7 @@ impl WorkerPool {
             submit_limit,
             admit_limit: config.queue_size.saturating_add(config.max_threads),
             waiting: AtomicUsize::new(0),
+            rhythm: AtomicBool::new(false),
             name: config.name.clone(),
             submitted: Padded::default(),
             pulse,
@@ -801,6 +830,21 @@ impl WorkerPool {
     #[inline]
     pub fn tasks_in_flight(&self) -> usize {
         self.shared.submitted.load(Relaxed)
+    }
+
+    /// Whether a worker keeps a lone caller's rhythm: it waits awake for
+    /// the next call after each, and then looks at a read side lent to it
+    /// (`seat::IdlePoll`).
+    #[inline]
+    pub(crate) fn in_rhythm(&self) -> bool {
+        self.shared.rhythm.load(Relaxed)
+    }
+
+    /// Hands `poll` to the worker that waits awake for the next task (a
+    /// lone caller's rhythm), which looks at it until its wait ends;
+    /// `false` when no worker waits so.
+    pub(crate) fn lend_spinner(&self, poll: std::sync::Arc<dyn IdlePoll>) -> bool {
+        self.shared.queue.lend_spinner(poll).is_ok()
     }
 
     /// The configuration the pool was built with.

@@ -7,10 +7,19 @@
 //! has seen that pattern waits for the next call awake instead ([`IDLE_SPIN`],
 //! through `TaskQueue::spin`), giving the core away at every turn
 //! ([`yield_while`]), and a worker that has not parks as before.
-//! The decision is per worker and needs no shared state beyond the pool's
-//! `submitted` count.
+//! The decision is per worker; the pool's `submitted` count says whether a
+//! task was lone, and `rhythm` tells connections that a worker keeps a lone
+//! caller's rhythm (only then do they lend it their read side).
+//!
+//! While it waits it looks at the read side a connection lent it
+//! ([`IdlePoll`](super::IdlePoll), from `seat::poll_soon` or
+//! `TaskQueue::lend_spinner`), and then it keeps its core instead of
+//! yielding: the request comes from the remote caller, not from a thread
+//! woken onto this core, and a yield there handed the core to whatever else
+//! was runnable for a scheduler slice (BENCHMARKS, "A worker reads a lone
+//! caller's next request").
 
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
 use super::{Shared, Taken};
@@ -33,26 +42,81 @@ impl Rhythm {
         run: usize,
         timeout: Option<Duration>,
     ) -> Option<Taken> {
+        // What a task asked this worker to look at while it waits awake
+        // (a connection's read side, see `seat::IdlePoll`).
+        #[cfg(not(brisk_loom))]
+        let idle_poll = super::seat::take_poll();
+        #[cfg(brisk_loom)]
+        let idle_poll: Option<std::sync::Arc<dyn super::IdlePoll>> = None;
         // A lone caller's pattern: one task, and nothing else on the whole
         // pool. Its next call comes a round trip from now.
         let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
         if !lone {
-            self.streak = 0;
+            self.set_streak(shared, 0);
+            if let Some(p) = idle_poll {
+                p.release();
+            }
             return shared.queue.poll(timeout);
         }
         let since = Instant::now();
         // (Under loom always: a model must not depend on the clock.)
         let spun = if cfg!(brisk_loom) || self.streak >= LONE_STREAK {
-            shared.queue.spin(IDLE_SPIN)
+            // Looking at the lent source at every turn until it finds work
+            // (then it ended its loan itself) or the wait ends (then it goes
+            // back).
+            let mut idle_poll = idle_poll;
+            let mut looking = idle_poll.is_some();
+            let spun = shared.queue.spin(IDLE_SPIN, &mut || {
+                if idle_poll.is_none() {
+                    // Lent to this worker while it spins (a connection
+                    // whose call it answered before the connection waited).
+                    idle_poll = shared.queue.take_lent();
+                    looking = idle_poll.is_some();
+                }
+                if let (true, Some(p)) = (looking, &idle_poll) {
+                    // Work it submitted ends the spin (the queue is not
+                    // empty); a source taken back leaves it waiting for
+                    // the owner's next submit.
+                    looking = p.clone().poll();
+                    // Looking at a lent socket, the worker keeps its core:
+                    // the request comes from the remote caller, not from a
+                    // thread woken onto this core, and a yield — above all
+                    // one between the request it just submitted and taking
+                    // it — hands the core to whatever else is runnable for
+                    // a scheduler slice (see BENCHMARKS).
+                    return false;
+                }
+                true
+            });
+            if let (true, Some(p)) = (looking, idle_poll) {
+                p.release();
+            }
+            spun
         } else {
+            if let Some(p) = idle_poll {
+                p.release();
+            }
             None
         };
         let next = spun.or_else(|| shared.queue.poll(timeout));
-        self.streak = match since.elapsed() < IDLE_SPIN {
+        let streak = match since.elapsed() < IDLE_SPIN {
             true => self.streak.saturating_add(1),
             false => 0,
         };
+        self.set_streak(shared, streak);
         next
+    }
+
+    /// Records the streak, and in `shared.rhythm` whether a worker keeps a
+    /// lone caller's rhythm (read by connections deciding whether to lend
+    /// their read side: only a worker that waits awake looks at it).
+    fn set_streak(&mut self, shared: &Shared, streak: u32) {
+        let was = self.streak >= LONE_STREAK;
+        self.streak = streak;
+        let is = streak >= LONE_STREAK;
+        if was != is {
+            shared.rhythm.store(is, Relaxed);
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! [`Seat`]: what one worker thread shares with the pool's monitor — when its
 //! current task started, and the wake-ups its tasks deferred — and
-//! [`wake_soon`], how a task defers one.
+//! [`wake_soon`], how a task defers one; and [`poll_soon`], how a task asks
+//! its worker to look at a source of work ([`IdlePoll`]) while it next
+//! waits awake.
 //!
 //! # Why defer a wake-up
 //!
@@ -164,6 +166,68 @@ pub(crate) fn wake_soon(waker: Waker) {
     }
     #[cfg(brisk_loom)]
     waker.wake();
+}
+
+/// Work a worker may look for itself while it waits awake for its next
+/// task: a connection whose last answer it just wrote lends it its socket's
+/// read side, and the worker reads the caller's next request instead of the
+/// connection's task (see `reply::pool_answers`, "The read side lent").
+pub(crate) trait IdlePoll: Send + Sync {
+    /// One look. `false`: stop looking (work was submitted, or the
+    /// source is gone or taken back); it is then not
+    /// [`release`](Self::release)d.
+    fn poll(self: std::sync::Arc<Self>) -> bool;
+    /// The worker will not look (again): the source goes back to its owner.
+    fn release(self: std::sync::Arc<Self>);
+}
+
+#[cfg(not(brisk_loom))]
+std::thread_local! {
+    /// What the calling worker looks at when it next waits awake.
+    static NEXT_POLL: std::cell::RefCell<Option<std::sync::Arc<dyn IdlePoll>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Asks the calling worker thread to [`IdlePoll::poll`] `poll` while it next
+/// waits awake for a task (`Rhythm`), or to release it if it does not. Off
+/// a worker thread (and under loom) it is released at once; one that was
+/// asked for before is released.
+pub(crate) fn poll_soon(poll: std::sync::Arc<dyn IdlePoll>) {
+    #[cfg(not(brisk_loom))]
+    {
+        let seated = CURRENT
+            .try_with(|current| current.borrow().is_some())
+            .unwrap_or(false);
+        let mut poll = Some(poll);
+        let mut before = None;
+        if seated {
+            let _ = NEXT_POLL.try_with(|next| before = next.borrow_mut().take());
+            let _ = NEXT_POLL.try_with(|next| *next.borrow_mut() = poll.take());
+        }
+        for left in [before, poll].into_iter().flatten() {
+            left.release();
+        }
+    }
+    #[cfg(brisk_loom)]
+    poll.release();
+}
+
+/// What the calling worker was asked to poll, taken.
+#[cfg(not(brisk_loom))]
+pub(crate) fn take_poll() -> Option<std::sync::Arc<dyn IdlePoll>> {
+    NEXT_POLL
+        .try_with(|next| next.borrow_mut().take())
+        .ok()
+        .flatten()
+}
+
+/// Releases what the calling worker was asked to poll: it is about to run a
+/// task instead (which may block: a lent source must not wait for it).
+#[cfg(not(brisk_loom))]
+pub(crate) fn release_poll() {
+    if let Some(poll) = take_poll() {
+        poll.release();
+    }
 }
 
 #[cfg(all(test, not(brisk_loom)))]

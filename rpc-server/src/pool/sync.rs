@@ -199,6 +199,10 @@ mod loom_impl {
         pub(crate) fn swap(&self, value: bool, order: Ordering) -> bool {
             self.0.swap(value, order)
         }
+
+        pub(crate) fn store(&self, value: bool, order: Ordering) {
+            self.0.store(value, order)
+        }
     }
 
     /// `parking_lot::Mutex`-shaped wrapper around `loom::sync::Mutex`.

@@ -61,7 +61,7 @@
 //! loom models check this very code: the hand-off, the lazy wake-ups, the
 //! monitor's rescue and the timed waits of retiring workers.
 
-use super::sync::{Arc, AtomicUsize, Condvar, Mutex};
+use super::sync::{Arc, AtomicBool, AtomicUsize, Condvar, Mutex};
 use super::{Pulse, Taken, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -76,6 +76,9 @@ pub(crate) struct TransferQueue {
     pulse: Arc<Pulse>,
     /// Tasks queued, readable without the lock (stats).
     len: AtomicUsize,
+    /// `State::lent` may hold something: read at every turn of a spin
+    /// without the lock.
+    lent_hint: AtomicBool,
 }
 
 struct State {
@@ -88,6 +91,10 @@ struct State {
     /// A worker waits for the next task awake ([`TaskQueue::spin`]): it is
     /// on its way like a woken one, and no second worker spins beside it.
     spinning: bool,
+    /// A source of work lent to the spinning worker (a connection's read
+    /// side, `seat::IdlePoll`), not picked up yet; released when the spin
+    /// ends without it.
+    lent: Option<std::sync::Arc<dyn super::IdlePoll>>,
     closed: bool,
 }
 
@@ -115,10 +122,12 @@ impl TransferQueue {
                 parked: Vec::new(),
                 waking: 0,
                 spinning: false,
+                lent: None,
                 closed: false,
             }),
             pulse,
             len: AtomicUsize::new(0),
+            lent_hint: AtomicBool::new(false),
         }
     }
 
@@ -236,7 +245,7 @@ impl TaskQueue for TransferQueue {
         }
     }
 
-    fn spin(&self, limit: Duration) -> Option<Taken> {
+    fn spin(&self, limit: Duration, yields: &mut dyn FnMut() -> bool) -> Option<Taken> {
         {
             let mut st = self.state.lock();
             if let Some(taken) = self.take(&mut st, false) {
@@ -251,15 +260,53 @@ impl TaskQueue for TransferQueue {
         // takes its task after the loop, under the lock, whenever the loop
         // ends. `len` is only a hint to end it early.
         #[cfg(not(brisk_loom))]
-        super::yield_while(limit, || self.len.load(Ordering::Relaxed) == 0);
+        {
+            let start = Instant::now();
+            while self.len.load(Ordering::Relaxed) == 0 && start.elapsed() < limit {
+                if yields() {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
         #[cfg(brisk_loom)]
         {
-            let _ = limit;
+            let _ = (limit, yields);
             super::sync::thread::yield_now();
         }
         let mut st = self.state.lock();
         st.spinning = false;
-        self.take(&mut st, true)
+        let left = st.lent.take();
+        self.lent_hint.store(false, Ordering::Relaxed);
+        let taken = self.take(&mut st, true);
+        drop(st);
+        if let Some(left) = left {
+            left.release();
+        }
+        taken
+    }
+
+    fn lend_spinner(
+        &self,
+        poll: std::sync::Arc<dyn super::IdlePoll>,
+    ) -> Result<(), std::sync::Arc<dyn super::IdlePoll>> {
+        let mut st = self.state.lock();
+        if !st.spinning || st.closed || st.lent.is_some() {
+            return Err(poll);
+        }
+        st.lent = Some(poll);
+        self.lent_hint.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn take_lent(&self) -> Option<std::sync::Arc<dyn super::IdlePoll>> {
+        // Asked at every turn of a spin: the lock only when there is one.
+        if !self.lent_hint.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.lent_hint.store(false, Ordering::Relaxed);
+        self.state.lock().lent.take()
     }
 
     fn len(&self) -> usize {
@@ -309,7 +356,7 @@ mod tests {
     fn spinning(limit: Duration) -> (Arc<TransferQueue>, std::thread::JoinHandle<Option<Taken>>) {
         let q = Arc::new(TransferQueue::new(Arc::new(Pulse::default())));
         let q2 = Arc::clone(&q);
-        let spinner = std::thread::spawn(move || q2.spin(limit));
+        let spinner = std::thread::spawn(move || q2.spin(limit, &mut || true));
         let deadline = Instant::now() + Duration::from_secs(10);
         while !q.state.lock().spinning {
             assert!(Instant::now() < deadline, "the worker never spun");
@@ -356,7 +403,7 @@ mod tests {
     fn one_worker_spins_at_a_time_and_a_spin_ends_empty_handed() {
         let (q, spinner) = spinning(Duration::from_millis(200));
         assert!(
-            q.spin(Duration::from_secs(10)).is_none(),
+            q.spin(Duration::from_secs(10), &mut || true).is_none(),
             "a second spinner"
         );
         assert!(spinner.join().unwrap().is_none());

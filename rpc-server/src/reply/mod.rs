@@ -8,6 +8,9 @@
 //!   encoded by pool threads — which they write themselves while the waiting
 //!   connection lends them its plain socket — and [`AnswerSlot`], one pooled
 //!   call's duty to answer into it.
+//! - [`pool_reads`]: the socket's read side lent to a worker too, for a lone
+//!   caller: the worker reads the next request and starts it through the
+//!   connection's [`TakeRequest`].
 //! - [`outbox`]: [`Outbox`], the connection's socket writer, which coalesces a
 //!   batch of answers into one `write` and holds large requests' frame budget
 //!   until their answers are out.
@@ -19,7 +22,9 @@
 mod frame;
 mod outbox;
 mod pool_answers;
+mod pool_reads;
 
 pub(crate) use frame::ReplyTo;
 pub(crate) use outbox::Outbox;
 pub(crate) use pool_answers::{pool_news, AnswerSlot, Lender, PoolAnswers};
+pub(crate) use pool_reads::TakeRequest;

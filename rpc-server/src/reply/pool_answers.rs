@@ -73,6 +73,49 @@
 //!   its buffers back waits for the task's next turn (its next request, or
 //!   its timer).
 //!
+//! # The read side lent
+//!
+//! A lone caller (one call at a time, 1:1) gets no batch to share the
+//! hand-over's costs with: every call crossed from the runtime thread, woken
+//! for the socket, to a worker and back. So a connection whose one call is
+//! on a pool with a worker keeping a lone caller's rhythm (`pool::rhythm`),
+//! and whose reader holds no bytes, lends its *read* side with the write
+//! side ([`poll_news`](PoolAnswers::poll_news) with `lend_read`): the worker
+//! that delivers that call — or, when the call was answered before the task
+//! waited, the worker spinning for its next task ([`WorkerPool::lend_spinner`
+//! ](crate::pool::WorkerPool)) — claims it, and while it waits awake for its
+//! next task it reads the socket itself ([`IdlePoll`](crate::pool::IdlePoll),
+//! `pool_reads`). A request it takes becomes a call through the connection's
+//! [`TakeRequest`] and is submitted to the pool — to this very worker, which
+//! is awake; its answer is written on the lent socket and claims the read
+//! side again. The task sleeps throughout: in rhythm a call costs the worker
+//! a `recv` and a `send` and nobody a wake-up. Meanwhile the socket's receive
+//! low-water mark is raised past the largest request a worker takes, so the
+//! kernel does not wake the runtime thread in `epoll_wait` for each request
+//! either (TCP; `RawSocket::set_recv_lowat`).
+//!
+//! Invariants:
+//! - One reader at a time: a worker reads only under this lock with
+//!   `read_lent` and `read_claimed` set; the task takes the read side back
+//!   with [`take`](PoolAnswers::take) (under the same lock) before it reads,
+//!   and lends it only while it does not read (its `select!` leaves the
+//!   socket alone then).
+//! - Nothing lost or reordered: a worker keeps only one whole request frame;
+//!   anything else it read goes back with the read side
+//!   ([`take_handed`](PoolAnswers::take_handed)), for the task to read before
+//!   the socket. A call a worker started is recorded for the task under this
+//!   lock, and counted in `in_flight`, before the lock is let go: the task
+//!   that takes its read side back finds it before any later frame (a
+//!   `Cancel` finds its call) and waits for it in a graceful stop.
+//! - Nobody left holding it: a claimed read side is polled or released
+//!   (`IdlePoll::release`, which wakes the task) when the worker's wait ends,
+//!   and a worker about to run a task that is not the one it read releases
+//!   it first. The task takes it back at every turn, and turns at least every
+//!   millisecond while it lends (its timer): a call a worker started that
+//!   blocks, or awaits, keeps the task from reading for a tick at most — a
+//!   `Cancel`, a deadline or a second call on the connection is then the
+//!   task's again (it lends again only with a call of its own on the pool).
+//!
 //! # Waiting for answers
 //!
 //! [`pool_news`] is how the connection task waits. Lending its socket, it
@@ -87,7 +130,7 @@
 //! no other pooled call anywhere is waiting for that thread,
 //! and an answer seen while spinning needs no wake-up at all.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -98,6 +141,7 @@ use rpc_core::{RpcError, RpcResponse};
 use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
+use super::pool_reads::{read_request, Found, TakeRequest};
 use crate::admission::QuietMarker;
 use crate::config::AnswerCompression;
 use crate::stats::ServerStats;
@@ -113,6 +157,12 @@ pub(crate) struct PoolAnswers {
     /// The connection's plain socket, which workers write while the task
     /// lends it (see "The socket lent"); `None` for TLS.
     socket: Option<Lender>,
+    /// What makes a call of a request a worker read, when the task may lend
+    /// its read side too (see "The read side lent").
+    taker: Option<Box<dyn TakeRequest>>,
+    /// Bytes of requests workers read and kept (the task's idle watch counts
+    /// them as its own reads).
+    worker_bytes: AtomicU64,
 }
 
 /// The socket a connection can lend its workers, and what its writes need.
@@ -153,6 +203,17 @@ struct State {
     tail: bool,
     /// A write of `buf` is deferred to the end of a worker's run of tasks.
     write_deferred: bool,
+    /// The task lends its read side too: a worker may read the next request
+    /// (see "The read side lent"). Only set with `lent`, only by
+    /// [`PoolAnswers::poll_news`]; cleared with `lent`, and by a worker
+    /// that hands it back.
+    read_lent: bool,
+    /// The worker that wrote the connection's last answer will look at the
+    /// lent read side while it waits for its next task (`pool::poll_soon`).
+    read_claimed: bool,
+    /// What a worker handed back with the read side: the bytes it read,
+    /// which the task reads before the socket, and the read's error.
+    handed: Option<(BytesMut, Option<std::io::Error>)>,
 }
 
 impl PoolAnswers {
@@ -167,11 +228,16 @@ impl PoolAnswers {
                 lent: false,
                 tail: false,
                 write_deferred: false,
+                read_lent: false,
+                read_claimed: false,
+                handed: None,
             }),
             in_flight: AtomicUsize::new(0),
             max_frame,
             compression: AnswerCompression::default(),
             socket: None,
+            taker: None,
+            worker_bytes: AtomicU64::new(0),
         }
     }
 
@@ -190,6 +256,27 @@ impl PoolAnswers {
     /// Whether it has a socket to lend (a plain one).
     pub fn lends(&self) -> bool {
         self.socket.is_some()
+    }
+
+    /// The task may lend its socket's read side as well: a worker that has
+    /// written the answer of the connection's last call may read the next
+    /// request and start it through `taker` (see "The read side lent").
+    /// Only with a socket to lend.
+    pub fn reading(mut self, taker: impl TakeRequest + 'static) -> Self {
+        if self.socket.is_some() {
+            self.taker = Some(Box::new(taker));
+        }
+        self
+    }
+
+    /// Whether the task may lend its read side ([`reading`](Self::reading)).
+    pub fn lends_reads(&self) -> bool {
+        self.taker.is_some()
+    }
+
+    /// Bytes of the requests workers read themselves, so far.
+    pub fn worker_bytes(&self) -> u64 {
+        self.worker_bytes.load(Ordering::Relaxed)
     }
 
     /// Answers compressed as `compression` says (default: the server's
@@ -226,7 +313,21 @@ impl PoolAnswers {
     /// waits, workers write answers to the socket themselves (when it is a
     /// plain one), and it is woken only for what it must do — the rest of
     /// an answer the socket did not take.
-    pub fn poll_news(&self, cx: &mut Context<'_>, lend: bool) -> Poll<()> {
+    ///
+    /// `lend_read` (with `lend`; the task is not reading its socket): the
+    /// read side is lent too, to the worker that delivers the connection's
+    /// one pooled call. Ready at once when it cannot be (the call was
+    /// answered meanwhile, or the socket cannot be lent): the task must
+    /// read itself.
+    ///
+    /// With the call answered already, the read side goes to the worker
+    /// that waits awake for the next task, when `pool` has one.
+    pub fn poll_news(
+        self: &Arc<Self>,
+        cx: &mut Context<'_>,
+        lend: bool,
+        lend_read: Option<&crate::pool::WorkerPool>,
+    ) -> Poll<()> {
         let mut st = self.state.lock();
         if std::mem::take(&mut st.news) {
             return Poll::Ready(());
@@ -237,7 +338,39 @@ impl PoolAnswers {
         if lend && self.socket.is_some() && st.buf.is_empty() && !st.closed {
             st.lent = true;
         }
+        if let Some(pool) = lend_read {
+            if !st.lent || self.taker.is_none() {
+                return Poll::Ready(());
+            }
+            // A worker claims the read side when it delivers the one pooled
+            // call (under this lock). With none left, the worker that
+            // answered it, now waiting awake for the next, gets it.
+            if self.in_flight() == 0 {
+                if !pool.lend_spinner(self.clone()) {
+                    return Poll::Ready(());
+                }
+                st.read_claimed = true;
+            }
+            st.read_lent = true;
+            if let Some(lender) = &self.socket {
+                // Requests a worker takes wake no runtime thread: the kernel
+                // signals the socket readable only past a request's size.
+                // SAFETY: not closed (checked above, under this lock).
+                let _ = unsafe {
+                    lender
+                        .socket
+                        .set_recv_lowat(super::pool_reads::READ_MAX + 1)
+                };
+            }
+        }
         Poll::Pending
+    }
+
+    /// What a worker handed back with the read side (see "The read side
+    /// lent"): bytes it read, for the task to read before the socket, and
+    /// the read's error. After [`take`](Self::take), which ends the loan.
+    pub fn take_handed(&self) -> Option<(BytesMut, Option<std::io::Error>)> {
+        self.state.lock().handed.take()
     }
 
     /// Moves every answer delivered so far to the end of `out` (and the
@@ -252,6 +385,7 @@ impl PoolAnswers {
     pub fn take(&self, out: &mut BytesMut, held: &mut Vec<Reserved>, max_keep: usize) -> bool {
         let mut st = self.state.lock();
         st.lent = false;
+        self.end_read_loan(&mut st);
         held.append(&mut st.held);
         if st.buf.is_empty() {
             return false;
@@ -297,6 +431,7 @@ impl PoolAnswers {
     /// The connection is gone: drop what is buffered and every later answer.
     pub fn close(&self) {
         let mut st = self.state.lock();
+        self.end_read_loan(&mut st);
         st.closed = true;
         st.lent = false;
         st.buf = BytesMut::new();
@@ -310,6 +445,7 @@ impl PoolAnswers {
     /// connection's last call on the pool, else when this worker's run of
     /// tasks ends).
     fn deliver(self: &Arc<Self>, frame: Option<&OutFrame>, reserved: Option<Reserved>) {
+        let mut claimed = false;
         let (waker, last) = {
             let mut st = self.state.lock();
             // Counted done first, so that even a panic in the encode below
@@ -326,7 +462,14 @@ impl PoolAnswers {
             }
             if st.lent {
                 if last {
-                    (self.write_lent(&mut st), true)
+                    let waker = self.write_lent(&mut st);
+                    // All written and still lent: this worker looks for the
+                    // caller's next request while it waits for its next task.
+                    if st.read_lent && st.lent && !st.read_claimed {
+                        st.read_claimed = true;
+                        claimed = true;
+                    }
+                    (waker, true)
                 } else if !std::mem::replace(&mut st.write_deferred, true) {
                     (Some(Waker::from(self.clone())), false)
                 } else {
@@ -336,6 +479,9 @@ impl PoolAnswers {
                 (st.waker.take(), last)
             }
         };
+        if claimed {
+            crate::pool::poll_soon(self.clone());
+        }
         match waker {
             // Nothing more to come from the pool: wake it now.
             Some(waker) if last => waker.wake(),
@@ -387,7 +533,24 @@ impl PoolAnswers {
         st.buf.advance(written);
         st.tail = written > 0;
         st.lent = false;
+        self.end_read_loan(st);
         st.waker.take()
+    }
+}
+
+impl PoolAnswers {
+    /// Ends a loan of the read side (`st.read_lent` was set): the socket's
+    /// low-water mark goes back to one byte, so the runtime hears the socket
+    /// again (the kernel signals it at once if bytes wait).
+    fn end_read_loan(&self, st: &mut State) {
+        if std::mem::take(&mut st.read_lent) {
+            if let Some(lender) = &self.socket {
+                // SAFETY: called under the lock with the loan on, so `close`
+                // has not finished and the socket is open (`lending`).
+                let _ = unsafe { lender.socket.set_recv_lowat(1) };
+            }
+        }
+        st.read_claimed = false;
     }
 }
 
@@ -410,6 +573,66 @@ impl Wake for PoolAnswers {
             } else {
                 None
             }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// A worker's looks at the read side lent to it (see "The read side lent").
+impl crate::pool::IdlePoll for PoolAnswers {
+    fn poll(self: Arc<Self>) -> bool {
+        let (Some(taker), Some(lender)) = (&self.taker, &self.socket) else {
+            return false;
+        };
+        let (start, waker) = {
+            let mut st = self.state.lock();
+            if st.closed || !st.read_lent || !st.read_claimed {
+                // Taken back (or closed): the task reads.
+                return false;
+            }
+            // SAFETY: `read_lent` is set, so `close` has not run (it clears
+            // it under this lock) and the socket is open (`lending`); and
+            // only the worker that claimed it reads, under this lock, while
+            // the task does not (it lends only while it is not reading).
+            match unsafe { read_request(lender.socket, self.max_frame) } {
+                Found::Nothing => return true,
+                Found::Request(frame, n) => {
+                    st.read_claimed = false;
+                    self.worker_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    lender.io.add_in(n as u64);
+                    lender.stats.worker_reads.fetch_add(1, Ordering::Relaxed);
+                    let start = taker.take(frame, std::time::Instant::now(), &self);
+                    (Some(start), None)
+                }
+                Found::HandBack(bytes, error) => {
+                    self.end_read_loan(&mut st);
+                    st.handed = Some((bytes, error));
+                    st.news = true;
+                    (None, st.waker.take())
+                }
+            }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        if let Some(start) = start {
+            start();
+        }
+        false
+    }
+
+    fn release(self: Arc<Self>) {
+        let waker = {
+            let mut st = self.state.lock();
+            if !std::mem::take(&mut st.read_claimed) || !st.read_lent {
+                return;
+            }
+            // Nobody will read: the task must, and is woken for it.
+            self.end_read_loan(&mut st);
+            st.news = true;
+            st.waker.take()
         };
         if let Some(waker) = waker {
             waker.wake();
@@ -459,13 +682,15 @@ impl Drop for AnswerSlot {
 /// only task on the pool (`alone`, asked only then) it spins for up to
 /// [`ANSWER_SPIN`] first (see the module docs).
 pub(crate) async fn pool_news(
-    pooled: Option<&PoolAnswers>,
+    pooled: Option<&Arc<PoolAnswers>>,
     alone: impl FnOnce() -> bool,
     lend: bool,
+    lend_read: Option<&crate::pool::WorkerPool>,
 ) {
     let Some(pooled) = pooled else {
         return std::future::pending().await;
     };
+    let lend_read = lend_read.filter(|_| lend);
     // Lending its socket, the task needs no answer's news: it parks at once
     // and leaves the thread to the workers that write.
     let mut yields = if pooled.in_flight() > 0 && !lend {
@@ -477,7 +702,7 @@ pub(crate) async fn pool_news(
         crate::pool::yield_while(ANSWER_SPIN, || pooled.in_flight() == 1);
     }
     std::future::poll_fn(|cx| loop {
-        match pooled.poll_news(cx, lend) {
+        match pooled.poll_news(cx, lend, lend_read) {
             Poll::Pending if yields > 0 => {
                 yields -= 1;
                 std::thread::yield_now();
@@ -610,7 +835,7 @@ mod tests {
             None,
         );
         assert_eq!(answers.in_flight(), 2);
-        assert!(answers.poll_news(&mut cx, false).is_pending());
+        assert!(answers.poll_news(&mut cx, false, None).is_pending());
 
         a.answer(Ok(RpcResponse::new(Bytes::from_static(b"one"))));
         assert!(
@@ -624,9 +849,9 @@ mod tests {
         );
         assert_eq!(answers.in_flight(), 0);
 
-        assert!(answers.poll_news(&mut cx, false).is_ready());
+        assert!(answers.poll_news(&mut cx, false, None).is_ready());
         assert!(
-            answers.poll_news(&mut cx, false).is_pending(),
+            answers.poll_news(&mut cx, false, None).is_pending(),
             "news is told once"
         );
         assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
@@ -680,7 +905,7 @@ mod tests {
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = Waker::from(flag.clone());
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker), false)
+            .poll_news(&mut Context::from_waker(&waker), false, None)
             .is_pending());
         drop(slot);
         assert_eq!(answers.in_flight(), 0);
@@ -689,7 +914,7 @@ mod tests {
             "the connection task is woken to re-check its in-flight count"
         );
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker), false)
+            .poll_news(&mut Context::from_waker(&waker), false, None)
             .is_ready());
         assert!(!answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 16));
     }
@@ -807,7 +1032,7 @@ mod tests {
         let a = answers.reserve(reply_to(1), None);
         let b = answers.reserve(reply_to(2), None);
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker), true)
+            .poll_news(&mut Context::from_waker(&waker), true, None)
             .is_pending());
 
         // Off a worker thread the deferred write happens at once; on one,
@@ -844,7 +1069,7 @@ mod tests {
         let big = Bytes::from(vec![5u8; 32 << 20]);
         let slot = answers.reserve(reply_to(1), None);
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker), true)
+            .poll_news(&mut Context::from_waker(&waker), true, None)
             .is_pending());
         // More than loopback's buffers take while the client does not read.
         slot.answer(Ok(RpcResponse::new(big.clone())));
@@ -881,11 +1106,108 @@ mod tests {
         let slot = answers.reserve(reply_to(1), None);
         answers.close();
         assert!(answers
-            .poll_news(&mut Context::from_waker(&waker), true)
+            .poll_news(&mut Context::from_waker(&waker), true, None)
             .is_pending());
         assert!(!answers.state.lock().lent);
         slot.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
         assert_eq!(counters.bytes_out(), 0, "nothing written after close");
         drop(write);
+    }
+
+    /// Records the requests a worker read and starts nothing.
+    #[derive(Default)]
+    struct Taken(parking_lot::Mutex<Vec<u64>>);
+
+    impl TakeRequest for Arc<Taken> {
+        fn take(
+            &self,
+            frame: rpc_codec::Frame,
+            _received: std::time::Instant,
+            _answers: &Arc<PoolAnswers>,
+        ) -> Box<dyn FnOnce() + Send> {
+            self.0.lock().push(frame.header.request_id);
+            Box::new(|| {})
+        }
+    }
+
+    fn request(id: u64) -> BytesMut {
+        let mut out = BytesMut::new();
+        OutFrame::request(id, 0, "S", "m", Bytes::from_static(b"body"))
+            .encode(&mut out, 1 << 20)
+            .unwrap();
+        out
+    }
+
+    /// Looks at the lent read side as a worker would, until it stops looking
+    /// (or a second passes).
+    fn look_until_done(answers: &Arc<PoolAnswers>) {
+        use crate::pool::IdlePoll;
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while answers.clone().poll() && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_takes_one_whole_request_and_hands_anything_else_back() {
+        use tokio::io::AsyncWriteExt;
+        let (_read, write, mut client) = socket_pair().await;
+        let (answers, _) = lent_answers(&write, 1 << 20);
+        let taken = Arc::new(Taken::default());
+        let answers = Arc::new(
+            Arc::into_inner(answers)
+                .expect("one handle")
+                .reading(taken.clone()),
+        );
+        let lend = |answers: &Arc<PoolAnswers>| {
+            let mut st = answers.state.lock();
+            st.lent = true;
+            st.read_lent = true;
+            st.read_claimed = true;
+        };
+        // One request: started through the taker, the read side kept lent.
+        lend(&answers);
+        client.write_all(&request(7)).await.unwrap();
+        look_until_done(&answers);
+        assert_eq!(*taken.0.lock(), [7]);
+        assert!(answers.state.lock().read_lent, "still lent");
+        assert!(
+            !answers.state.lock().read_claimed,
+            "until its answer claims it"
+        );
+        assert!(answers.take_handed().is_none());
+        // Two requests at once: both go back, bytes and all, and the read
+        // side with them.
+        answers.state.lock().read_claimed = true;
+        let mut two = request(8);
+        two.extend_from_slice(&request(9));
+        client.write_all(&two).await.unwrap();
+        look_until_done(&answers);
+        assert_eq!(*taken.0.lock(), [7], "nothing more started");
+        assert!(!answers.state.lock().read_lent, "handed back");
+        let (bytes, error) = answers.take_handed().expect("the bytes read");
+        assert!(error.is_none());
+        assert_eq!(&bytes[..], &two[..]);
+        answers.close();
+        drop(write);
+    }
+
+    #[test]
+    fn a_read_side_nobody_will_look_at_goes_back_and_wakes_the_task() {
+        use crate::pool::IdlePoll;
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        {
+            let mut st = answers.state.lock();
+            st.waker = Some(Waker::from(flag.clone()));
+            st.lent = true;
+            st.read_lent = true;
+            st.read_claimed = true;
+        }
+        answers.clone().release();
+        assert!(flag.0.load(Ordering::SeqCst), "the task is woken to read");
+        let st = answers.state.lock();
+        assert!(!st.read_lent && !st.read_claimed);
+        assert!(st.news, "its wait ends");
     }
 }

@@ -261,12 +261,6 @@ impl<R: AsyncRead + ReadNow + Unpin> FrameReader<R> {
         }
     }
 
-    /// The largest frame [`read_now`](Self::read_now) reads into the
-    /// adaptive buffer; larger ones are `next`'s.
-    fn read_now_max(&self) -> u64 {
-        self.own_allocation_above.min(self.max_frame_size) as u64
-    }
-
     /// Whether the buffer holds a whole frame, or a header `next` must act on.
     fn frame_buffered(&mut self) -> bool {
         let max = self.read_now_max();
@@ -317,6 +311,47 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
     pub fn with_budget(mut self, budget: FrameBudget) -> Self {
         self.budget = Some(budget);
         self
+    }
+
+    /// Whether nothing is buffered or in progress: no bytes of a next frame,
+    /// no large frame being assembled or over-size one skipped, no end of
+    /// the stream found. Only such a reader's stream may be read by someone
+    /// else for a while (a connection lending its read side to a worker),
+    /// who hands back what it read with [`unread`](Self::unread).
+    pub fn is_drained(&self) -> bool {
+        self.buf.is_empty()
+            && self.large.is_none()
+            && self.skip == 0
+            && self.reserving.is_none()
+            && self.ended.is_none()
+    }
+
+    /// Puts `bytes`, read off the stream by someone else while this reader
+    /// [`is_drained`](Self::is_drained), first in line, and `error`, the
+    /// error that read ended with, behind them: both come out of the reader
+    /// before anything read from the stream. Counted as read here.
+    pub fn unread(&mut self, bytes: &[u8], error: Option<io::Error>) {
+        debug_assert!(self.is_drained(), "unread into a reader holding bytes");
+        if !bytes.is_empty() {
+            let frame_len = match read_header(bytes) {
+                Ok(Some(header)) if header.frame_len() <= self.read_now_max() => {
+                    Some(header.frame_len() as usize)
+                }
+                _ => None,
+            };
+            self.buf.prepare(frame_len).extend_from_slice(bytes);
+            self.count(bytes.len());
+        }
+        if let Some(e) = error {
+            self.ended = Some(Ended::Failed(e));
+        }
+    }
+
+    /// The largest frame [`read_now`](Self::read_now) (or
+    /// [`unread`](Self::unread)) puts into the adaptive buffer; larger ones
+    /// are `next`'s.
+    fn read_now_max(&self) -> u64 {
+        self.own_allocation_above.min(self.max_frame_size) as u64
     }
 
     /// Stops reserving from the budget (and gives up a reservation being

@@ -368,3 +368,35 @@ async fn a_split_stream_is_never_read_now() {
     assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
     assert!(!reader.read_now());
 }
+
+#[tokio::test]
+async fn bytes_read_by_someone_else_come_out_first_then_the_stream() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let mut reader = FrameReader::new(rx, 4096, 512, 1024);
+    assert!(reader.is_drained());
+    // A whole frame and the first half of the next, read elsewhere (a
+    // worker the connection lent its read side to).
+    let second = request(2, 100);
+    let mut handed = request(1, 10);
+    handed.extend_from_slice(&second[..40]);
+    reader.unread(&handed, None);
+    assert!(!reader.is_drained());
+    assert_eq!(reader.bytes_read(), handed.len() as u64, "counted as read");
+    tx.write_all(&second[40..]).await.unwrap();
+    tx.write_all(&request(3, 5)).await.unwrap();
+    for id in 1..=3 {
+        let f = frame(reader.next().await.unwrap());
+        assert_eq!(f.header.request_id, id);
+    }
+    assert!(reader.is_drained());
+}
+
+#[tokio::test]
+async fn the_error_a_lent_read_ended_with_comes_after_its_bytes() {
+    let (_tx, rx) = tokio::io::duplex(1 << 16);
+    let mut reader = FrameReader::new(rx, 4096, 512, 1024);
+    let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+    reader.unread(&request(1, 10), Some(reset));
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
+    assert!(reader.next().await.is_err(), "then the read's error");
+}

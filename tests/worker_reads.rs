@@ -1,0 +1,313 @@
+//! A lone caller on pool dispatch: once a worker keeps its rhythm, the
+//! worker reads the caller's next request itself, on the read side the
+//! connection lends it (`reply::pool_reads`). These tests drive that path
+//! from a raw connection (one call at a time, as a lone caller does) and
+//! check what must hold on it: every call answered, deadlines and `Cancel`
+//! frames honoured, a blocking handler stalling nothing else of its
+//! connection, a graceful stop.
+//!
+//! Timings are bounds with a margin for a loaded 2-core machine, never
+//! speed targets.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use brisk::codec::{Code, Frame, FrameCodec, FrameKind, OutFrame};
+use brisk::{Context, Dispatch, Server, ServerHandle, Status};
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::codec::Decoder;
+
+/// Handlers that block their worker.
+#[brisk::service]
+pub trait Lone {
+    /// Blocks for up to `ms`, checking for cancellation each millisecond;
+    /// returns `ms`.
+    async fn block(&self, cx: &Context, ms: u64) -> Result<u64, Status>;
+}
+
+/// Cancellations the handlers saw.
+#[derive(Default)]
+struct Seen {
+    cancelled: AtomicUsize,
+}
+
+struct LoneImpl(Arc<Seen>);
+
+impl Lone for LoneImpl {
+    async fn block(&self, cx: &Context, ms: u64) -> Result<u64, Status> {
+        let end = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < end {
+            if cx.is_cancelled() {
+                self.0.cancelled.fetch_add(1, Ordering::SeqCst);
+                return Err(Status::new(Code::Cancelled, "stopped early"));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(ms)
+    }
+}
+
+/// What a loaded machine may add before a deadline or a cancellation is
+/// seen (the handlers these tests stop block for 3 s).
+const MARGIN: Duration = Duration::from_millis(1000);
+
+/// One test at a time: they measure rhythms and bounds on two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn bounded<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
+    let _alone = SERIAL.lock().await;
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .expect("test exceeded its time bound");
+}
+
+async fn pool_server() -> (ServerHandle, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let server = Server::builder()
+        .addr("127.0.0.1:0")
+        .dispatch(Dispatch::Pool)
+        .service(LoneServer::new(LoneImpl(seen.clone())))
+        .start()
+        .await
+        .unwrap();
+    (server, seen)
+}
+
+/// A caller on one raw connection.
+struct Raw {
+    stream: TcpStream,
+    codec: FrameCodec,
+    buf: BytesMut,
+}
+
+impl Raw {
+    async fn connect(server: &ServerHandle) -> Raw {
+        Raw {
+            stream: TcpStream::connect(server.local_addr()).await.unwrap(),
+            codec: FrameCodec::new(1 << 20),
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Sends `Lone.block(ms)` as request `id`, `timeout_ms` in its header.
+    async fn send(&mut self, id: u64, ms: u64, timeout_ms: u32) {
+        let body =
+            brisk::codec::BodyCodec::encode_body(brisk::SerializerKind::MsgPack, &(ms,)).unwrap();
+        let mut frame = OutFrame::request(
+            id,
+            brisk::SerializerKind::MsgPack.id(),
+            "Lone",
+            "block",
+            body,
+        );
+        frame.timeout_ms = timeout_ms;
+        self.write(frame).await;
+    }
+
+    async fn write(&mut self, frame: OutFrame) {
+        assert!(
+            self.try_write(frame).await,
+            "the server closed the connection"
+        );
+    }
+
+    /// Writes `frame`; `false` when the server closed the connection.
+    async fn try_write(&mut self, frame: OutFrame) -> bool {
+        let mut out = BytesMut::new();
+        frame.encode(&mut out, 1 << 20).unwrap();
+        self.stream.write_all(&out).await.is_ok()
+    }
+
+    /// `block(0)` as request `id`; `false` when the server closed the
+    /// connection.
+    async fn try_call(&mut self, id: u64) -> bool {
+        let body =
+            brisk::codec::BodyCodec::encode_body(brisk::SerializerKind::MsgPack, &(0u64,)).unwrap();
+        let frame = OutFrame::request(
+            id,
+            brisk::SerializerKind::MsgPack.id(),
+            "Lone",
+            "block",
+            body,
+        );
+        self.try_write(frame).await
+    }
+
+    /// The next frame from the server; `None` once it closed.
+    async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(frame) = self.codec.decode(&mut self.buf).unwrap() {
+                return Some(frame);
+            }
+            let n =
+                tokio::time::timeout(Duration::from_secs(5), self.stream.read_buf(&mut self.buf))
+                    .await
+                    .expect("no frame within 5 s")
+                    .ok()?;
+            if n == 0 {
+                return None;
+            }
+        }
+    }
+
+    /// Calls `block(0)` one at a time until a worker has read `reads`
+    /// requests itself (or `calls` were made), checking every answer;
+    /// returns the next free request id.
+    async fn keep_rhythm(&mut self, server: &ServerHandle, mut id: u64, reads: u64) -> u64 {
+        let before = server.stats().worker_reads;
+        for _ in 0..50_000 {
+            self.send(id, 0, 0).await;
+            let answer = self.next().await.expect("answered");
+            assert_eq!(answer.header.request_id, id);
+            assert_eq!(answer.code(), Code::Ok, "call {id}");
+            id += 1;
+            if server.stats().worker_reads >= before + reads {
+                return id;
+            }
+        }
+        panic!(
+            "no worker read the lone caller's requests ({} of 50000)",
+            server.stats().worker_reads - before
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_lone_callers_requests_are_read_by_a_worker_and_every_one_is_answered() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let next = raw.keep_rhythm(&server, 1, 1000).await;
+        let stats = server.stats();
+        assert_eq!(stats.requests, next - 1, "every call counted once");
+        assert_eq!(stats.errors, 0);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_call_a_worker_read_is_answered_at_its_deadline_and_cancelled() {
+    bounded(60, async {
+        let (server, seen) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let id = raw.keep_rhythm(&server, 1, 100).await;
+        let sent = Instant::now();
+        raw.send(id, 3000, 150).await;
+        let answer = raw.next().await.expect("answered");
+        let after = sent.elapsed();
+        assert_eq!(answer.header.request_id, id);
+        assert_eq!(answer.code(), Code::DeadlineExceeded);
+        assert!(
+            after < Duration::from_millis(150) + MARGIN,
+            "after {after:?}"
+        );
+        let deadline = Instant::now() + MARGIN;
+        while seen.cancelled.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(
+            seen.cancelled.load(Ordering::SeqCst),
+            1,
+            "the handler saw it"
+        );
+        // The connection carries on in rhythm.
+        raw.keep_rhythm(&server, id + 1, 10).await;
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cancel_reaches_a_blocking_call_a_worker_read() {
+    bounded(60, async {
+        let (server, seen) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let id = raw.keep_rhythm(&server, 1, 100).await;
+        raw.send(id, 3000, 0).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let cancelled = Instant::now();
+        raw.write(OutFrame::control(FrameKind::Cancel, id)).await;
+        while seen.cancelled.load(Ordering::SeqCst) == 0 && cancelled.elapsed() < MARGIN {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(
+            seen.cancelled.load(Ordering::SeqCst),
+            1,
+            "noticed within {MARGIN:?}"
+        );
+        // Nothing is answered for a cancelled call: the next answer is the
+        // next call's.
+        raw.send(id + 1, 0, 0).await;
+        let answer = raw.next().await.expect("answered");
+        assert_eq!(answer.header.request_id, id + 1);
+        assert_eq!(answer.code(), Code::Ok);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_blocking_call_a_worker_read_stalls_nothing_else_of_its_connection() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let id = raw.keep_rhythm(&server, 1, 100).await;
+        let sent = Instant::now();
+        raw.send(id, 2000, 0).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        raw.send(id + 1, 0, 0).await;
+        let first = raw.next().await.expect("answered");
+        assert_eq!(
+            first.header.request_id,
+            id + 1,
+            "the second call is answered while the first blocks"
+        );
+        assert!(
+            sent.elapsed() < Duration::from_millis(2000),
+            "{:?}",
+            sent.elapsed()
+        );
+        let second = raw.next().await.expect("answered");
+        assert_eq!(second.header.request_id, id);
+        assert_eq!(second.code(), Code::Ok);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_graceful_stop_in_rhythm_answers_or_refuses_every_call() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let mut id = raw.keep_rhythm(&server, 1, 100).await;
+        let stop = tokio::spawn(server.shutdown());
+        // Calls go on until the server says it stops or closes.
+        let mut refused = false;
+        for _ in 0..100_000 {
+            if !raw.try_call(id).await {
+                break;
+            }
+            match raw.next().await {
+                Some(frame) if frame.code() == Code::Ok => {
+                    assert_eq!(frame.header.request_id, id);
+                }
+                Some(frame) => {
+                    assert_eq!(frame.code(), Code::ShuttingDown, "{frame:?}");
+                    refused = true;
+                    break;
+                }
+                None => break,
+            }
+            id += 1;
+        }
+        let report = stop.await.unwrap();
+        assert!(report.drained, "every call in progress answered");
+        let _ = refused;
+    })
+    .await;
+}
