@@ -190,6 +190,35 @@ async fn a_lone_callers_requests_are_read_by_a_worker_and_every_one_is_answered(
 }
 
 #[tokio::test]
+async fn a_bad_request_a_worker_read_is_answered_and_the_rhythm_goes_on() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let mut id = raw.keep_rhythm(&server, 1, 100).await;
+        for _ in 0..20 {
+            let body =
+                brisk::codec::BodyCodec::encode_body(brisk::SerializerKind::MsgPack, &(0u64,))
+                    .unwrap();
+            let frame = OutFrame::request(
+                id,
+                brisk::SerializerKind::MsgPack.id(),
+                "Lone",
+                "nope",
+                body,
+            );
+            raw.write(frame).await;
+            let answer = raw.next().await.expect("answered");
+            assert_eq!(answer.header.request_id, id);
+            assert_ne!(answer.code(), Code::Ok, "an unknown method is an error");
+            id = raw.keep_rhythm(&server, id + 1, 10).await;
+        }
+        assert_eq!(server.stats().errors, 20);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_call_a_worker_read_is_answered_at_its_deadline_and_cancelled() {
     bounded(60, async {
         let (server, seen) = pool_server().await;

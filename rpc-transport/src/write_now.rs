@@ -76,17 +76,20 @@ impl RawSocket {
         socket2::SockRef::from(&fd).recv(buf)
     }
 
-    /// Sets the socket's receive low-water mark (`SO_RCVLOWAT`): on TCP, the
-    /// kernel does not wake a thread waiting for the socket to be readable
-    /// (the runtime's `epoll_wait`) until that many bytes are buffered; a
-    /// non-blocking read still takes whatever is there. For a connection
-    /// whose reads a worker polls for a while, so that each request it takes
-    /// costs no wake-up of the runtime thread as well.
+    /// Sets the socket's receive low-water mark (`SO_RCVLOWAT`) on Linux:
+    /// TCP there does not wake a thread waiting for the socket to be
+    /// readable (the runtime's `epoll_wait`) until that many bytes are
+    /// buffered, while a non-blocking read still takes whatever is there,
+    /// and setting it back signals the socket readable at once if bytes
+    /// wait. For a connection whose reads a worker polls for a while, so
+    /// that each request it takes costs no wake-up of the runtime thread as
+    /// well. Elsewhere it does nothing: on BSD and macOS a read below the
+    /// mark finds nothing, which would starve the worker.
     ///
     /// # Safety
     ///
     /// As for [`send_now`](Self::send_now).
-    #[cfg(unix)]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     pub unsafe fn set_recv_lowat(self, bytes: usize) -> io::Result<()> {
         let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
         // SAFETY: a valid pointer to a `c_int` and its size, for the call;
@@ -106,12 +109,12 @@ impl RawSocket {
         }
     }
 
-    /// Does nothing on platforms without file descriptors.
+    /// Does nothing off Linux (see the Linux version).
     ///
     /// # Safety
     ///
-    /// As on unix.
-    #[cfg(not(unix))]
+    /// As on Linux.
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
     pub unsafe fn set_recv_lowat(self, _bytes: usize) -> io::Result<()> {
         Ok(())
     }

@@ -252,6 +252,7 @@ async fn serve_halves<R, W>(
     // mode only).
     let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
         pool,
+        submitted: std::sync::atomic::AtomicBool::new(false),
         answers: Arc::new({
             let (reads, started) = WorkerReads::new(
                 ctx.clone(),
@@ -271,7 +272,13 @@ async fn serve_halves<R, W>(
                         stats: ctx.stats.clone(),
                         quiet: ticket.activity().quiet_marker(),
                     }))
-                    .reading(reads)
+                    .reading(
+                        reads,
+                        transport
+                            .read_buffer_max
+                            .max(transport.read_buffer_min)
+                            .min(transport.max_frame_size),
+                    )
             }
         }),
     });
@@ -563,6 +570,9 @@ async fn serve_halves<R, W>(
         // worker that writes the answer reads the next request itself
         // (`reply::pool_reads`). The task then reads nothing until it takes
         // it back — when a worker hands it back, or after a tick.
+        let submitted = pool_lane
+            .as_ref()
+            .is_some_and(|lane| lane.submitted.swap(false, Ordering::Relaxed));
         let lend_read = lend
             && !std::mem::take(&mut read_side_back)
             && next_frame.is_none()
@@ -573,7 +583,8 @@ async fn serve_halves<R, W>(
                 // back at a tick for that), and then this task reads.
                 lane.answers.lends_reads()
                     && lane.pool.in_rhythm()
-                    && (lane.answers.in_flight() == 0 || (called && lane.answers.in_flight() == 1))
+                    && (lane.answers.in_flight() == 0
+                        || (submitted && lane.answers.in_flight() == 1))
                     && lane.pool.tasks_in_flight() <= 1
             })
             && reader.is_drained();
@@ -660,14 +671,18 @@ async fn serve_halves<R, W>(
             _ = tokio::task::yield_now(), if polling && !lend_read => polled = reader.read_now(),
         }
     }
+    // The socket back from the workers, and what they left first in line;
+    // the calls they started join the table (cancelled with it below).
+    if let Some(pooled) = pooled {
+        outbox.take_pooled(pooled);
+        if let Some(started) = &worker_started {
+            drain_started(&ctx, started, &mut live);
+        }
+    }
     // Calls still running here are abandoned (a forced stop, a broken
     // connection): the server may have run them, so the client must not be
     // told "not run" (`TooManyConnections`) for them.
     let abandoned = calls(&streams) > 0;
-    // The socket back from the workers, and what they left first in line.
-    if let Some(pooled) = pooled {
-        outbox.take_pooled(pooled);
-    }
     // Whatever still runs has nobody to answer: handlers that look see
     // their context cancelled.
     live.cancel_all();

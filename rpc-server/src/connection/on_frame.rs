@@ -208,6 +208,9 @@ impl<'a> DirectCall<'a> {
 pub(super) struct PoolLane<'a> {
     pub(super) pool: &'a WorkerPool,
     pub(super) answers: Arc<PoolAnswers>,
+    /// A call went to the pool since the task last looked (its worker will
+    /// look at a read side lent now; see `worker_reads`).
+    pub(super) submitted: std::sync::atomic::AtomicBool,
 }
 
 /// What handling one frame needs to know of its connection.
@@ -317,12 +320,15 @@ impl<'a> Conn<'a, '_> {
                     reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
                 match job.submit(lane.pool, self.ctx, route, true) {
-                    Ok(()) => live.insert(Live {
-                        cancel,
-                        route,
-                        reply_to,
-                        deadline,
-                    }),
+                    Ok(()) => {
+                        lane.submitted.store(true, Ordering::Relaxed);
+                        live.insert(Live {
+                            cancel,
+                            route,
+                            reply_to,
+                            deadline,
+                        })
+                    }
                     Err(busy) => answers.push(reply_to.error(&busy)),
                 }
                 None

@@ -16,6 +16,11 @@
 //! read side back at least every [`LENT_READ_TICK`], so a call that runs
 //! longer (a handler that blocks, or awaits) is in the table by then, and a
 //! `Cancel` or a second call behind it is read within that tick.
+//!
+//! A worker does not know of a graceful stop or an eviction that the task
+//! has not seen yet: a request it reads in that moment runs and is answered,
+//! as one the task read just before it looked would be (the task takes its
+//! read side back on its next turn, which the stop wakes it for).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -24,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rpc_codec::Frame;
-use rpc_core::CancelSignal;
+use rpc_core::{CancelSignal, RpcError};
 
 use super::live::{Live, LiveCalls};
 use super::on_frame::{admit, Admitted};
@@ -126,13 +131,22 @@ impl TakeRequest for WorkerReads {
                     reply: Reply::Frame(answers.reserve(reply_to, None)),
                 };
                 let answers = answers.clone();
+                let end = job.req.cx.cancellation().clone();
                 Box::new(move || {
                     let (ctx, route) = (job.ctx.clone(), job.route.clone());
-                    let Some(pool) = ctx.dispatcher.pool() else {
-                        return;
+                    let refused = match ctx.dispatcher.pool() {
+                        Some(pool) => job.submit(pool, &ctx, &route, true).err(),
+                        // Only pool dispatch lends; a call is answered even so.
+                        None => Some(RpcError::ShuttingDown),
                     };
-                    if let Err(busy) = job.submit(pool, &ctx, &route, true) {
-                        answers.reserve(reply_to, None).answer(Err(busy));
+                    // Refused (its slot went with the job): answered here,
+                    // once — the call's end is claimed first, so the task's
+                    // live-call table, which has it, does not answer its
+                    // deadline as well.
+                    if let Some(refused) = refused {
+                        if end.finish() {
+                            answers.reserve(reply_to, None).answer(Err(refused));
+                        }
                     }
                 })
             }

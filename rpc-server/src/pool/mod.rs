@@ -218,6 +218,10 @@ pub(crate) trait TaskQueue: Send + Sync {
     fn take_lent(&self) -> Option<std::sync::Arc<dyn IdlePoll>> {
         None
     }
+    /// Whether [`spin`](Self::spin) waits at all.
+    fn spins(&self) -> bool {
+        false
+    }
     fn len(&self) -> usize;
     fn close(&self);
 }
@@ -497,6 +501,8 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
     let retired = work(shared, &seat, first);
     #[cfg(not(brisk_loom))]
     {
+        // A source asked for and never looked at goes back to its owner.
+        seat::release_poll();
         seat.flush();
         seat::stand();
         shared.seats.lock().retain(|s| !Arc::ptr_eq(s, &seat));
@@ -525,6 +531,8 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
             // Draining: run whatever is queued, exit once no accepted task is
             // outside a worker (queued, or still inside `submit`).
             if let Some(taken) = shared.queue.poll(Some(Duration::ZERO)) {
+                #[cfg(not(brisk_loom))]
+                seat::release_poll();
                 shared.run(seat, taken.task);
                 continue;
             }

@@ -44,10 +44,7 @@ impl Rhythm {
     ) -> Option<Taken> {
         // What a task asked this worker to look at while it waits awake
         // (a connection's read side, see `seat::IdlePoll`).
-        #[cfg(not(brisk_loom))]
-        let idle_poll = super::seat::take_poll();
-        #[cfg(brisk_loom)]
-        let idle_poll: Option<std::sync::Arc<dyn super::IdlePoll>> = None;
+        let idle_poll = next_poll();
         // A lone caller's pattern: one task, and nothing else on the whole
         // pool. Its next call comes a round trip from now.
         let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
@@ -67,10 +64,13 @@ impl Rhythm {
             let mut idle_poll = idle_poll;
             let mut looking = idle_poll.is_some();
             let spun = shared.queue.spin(IDLE_SPIN, &mut || {
-                if idle_poll.is_none() {
-                    // Lent to this worker while it spins (a connection
-                    // whose call it answered before the connection waited).
-                    idle_poll = shared.queue.take_lent();
+                if !looking {
+                    // A source asked for since: a claim made by an answer
+                    // this worker gave from its spin (a request it read and
+                    // refused at once), or a read side lent to it while it
+                    // spins (a connection whose call it answered before the
+                    // connection waited).
+                    idle_poll = next_poll().or_else(|| shared.queue.take_lent());
                     looking = idle_poll.is_some();
                 }
                 if let (true, Some(p)) = (looking, &idle_poll) {
@@ -109,15 +109,28 @@ impl Rhythm {
 
     /// Records the streak, and in `shared.rhythm` whether a worker keeps a
     /// lone caller's rhythm (read by connections deciding whether to lend
-    /// their read side: only a worker that waits awake looks at it).
+    /// their read side: only a worker that waits awake looks at it, so a
+    /// queue that does not spin never says so). One flag for the pool, set
+    /// and cleared by whichever worker's streak crosses the mark: a hint,
+    /// since a lone caller keeps one worker in rhythm at a time, and a loan
+    /// made on a stale one only comes back to its connection (released).
     fn set_streak(&mut self, shared: &Shared, streak: u32) {
         let was = self.streak >= LONE_STREAK;
         self.streak = streak;
-        let is = streak >= LONE_STREAK;
+        let is = streak >= LONE_STREAK && shared.queue.spins();
         if was != is {
             shared.rhythm.store(is, Relaxed);
         }
     }
+}
+
+/// What the calling worker was asked to look at ([`super::seat::poll_soon`]);
+/// nothing under loom, whose models keep seats out.
+fn next_poll() -> Option<std::sync::Arc<dyn super::IdlePoll>> {
+    #[cfg(not(brisk_loom))]
+    return super::seat::take_poll();
+    #[cfg(brisk_loom)]
+    None
 }
 
 /// How long a worker whose one task was the pool's only work waits awake for

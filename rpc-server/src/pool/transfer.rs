@@ -300,6 +300,10 @@ impl TaskQueue for TransferQueue {
         Ok(())
     }
 
+    fn spins(&self) -> bool {
+        true
+    }
+
     fn take_lent(&self) -> Option<std::sync::Arc<dyn super::IdlePoll>> {
         // Asked at every turn of a spin: the lock only when there is one.
         if !self.lent_hint.load(Ordering::Relaxed) {

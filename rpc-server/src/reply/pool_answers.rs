@@ -114,7 +114,8 @@
 //!   millisecond while it lends (its timer): a call a worker started that
 //!   blocks, or awaits, keeps the task from reading for a tick at most — a
 //!   `Cancel`, a deadline or a second call on the connection is then the
-//!   task's again (it lends again only with a call of its own on the pool).
+//!   task's again (it lends again only with no call on the pool, or with
+//!   one it submitted itself that turn, whose worker will claim the loan).
 //!
 //! # Waiting for answers
 //!
@@ -160,6 +161,9 @@ pub(crate) struct PoolAnswers {
     /// What makes a call of a request a worker read, when the task may lend
     /// its read side too (see "The read side lent").
     taker: Option<Box<dyn TakeRequest>>,
+    /// The largest request a worker keeps (what the connection's reader
+    /// reads into its own buffer, at most `pool_reads::READ_MAX`).
+    max_request: usize,
     /// Bytes of requests workers read and kept (the task's idle watch counts
     /// them as its own reads).
     worker_bytes: AtomicU64,
@@ -237,6 +241,7 @@ impl PoolAnswers {
             compression: AnswerCompression::default(),
             socket: None,
             taker: None,
+            max_request: 0,
             worker_bytes: AtomicU64::new(0),
         }
     }
@@ -261,10 +266,13 @@ impl PoolAnswers {
     /// The task may lend its socket's read side as well: a worker that has
     /// written the answer of the connection's last call may read the next
     /// request and start it through `taker` (see "The read side lent").
-    /// Only with a socket to lend.
-    pub fn reading(mut self, taker: impl TakeRequest + 'static) -> Self {
+    /// Only with a socket to lend. A worker keeps requests of up to
+    /// `max_request` bytes: what the connection's reader reads into its own
+    /// buffer (a larger one holds the frame budget, which is the task's).
+    pub fn reading(mut self, taker: impl TakeRequest + 'static, max_request: usize) -> Self {
         if self.socket.is_some() {
             self.taker = Some(Box::new(taker));
+            self.max_request = max_request.min(super::pool_reads::READ_MAX);
         }
         self
     }
@@ -593,10 +601,13 @@ impl crate::pool::IdlePoll for PoolAnswers {
                 return false;
             }
             // SAFETY: `read_lent` is set, so `close` has not run (it clears
-            // it under this lock) and the socket is open (`lending`); and
-            // only the worker that claimed it reads, under this lock, while
-            // the task does not (it lends only while it is not reading).
-            match unsafe { read_request(lender.socket, self.max_frame) } {
+            // it under this lock) and the socket is open (`lending`). Reads
+            // are one at a time: a worker reads only under this lock (any
+            // worker holding this connection may look, the lock serialises
+            // them), and the task does not read while `read_lent` is set (it
+            // lends only while it is not reading, and clears it under this
+            // lock before it reads again).
+            match unsafe { read_request(lender.socket, self.max_request) } {
                 Found::Nothing => return true,
                 Found::Request(frame, n) => {
                     st.read_claimed = false;
@@ -1157,7 +1168,7 @@ mod tests {
         let answers = Arc::new(
             Arc::into_inner(answers)
                 .expect("one handle")
-                .reading(taken.clone()),
+                .reading(taken.clone(), 1 << 20),
         );
         let lend = |answers: &Arc<PoolAnswers>| {
             let mut st = answers.state.lock();

@@ -17,7 +17,9 @@
 //!
 //! One `recv` per look, into a buffer of [`READ_MAX`] bytes on the worker's
 //! stack. A worker keeps what it read only when it is exactly one whole
-//! request frame; anything else — nothing yet, a partial frame, several
+//! request frame, small enough for the connection's read buffer (a larger
+//! one takes the frame budget, which is the task's) and not compressed;
+//! anything else — nothing yet, a partial frame, several
 //! frames, a frame of another kind (a `Cancel`, a ping, a stream's), a large
 //! or malformed one, the end of the stream, an error — is handed back to the
 //! connection's task with the bytes read, which it reads before the socket
@@ -75,13 +77,14 @@ pub(super) enum Found {
     HandBack(BytesMut, Option<io::Error>),
 }
 
-/// Reads what `socket` holds now (see the module docs for what is kept).
+/// Reads what `socket` holds now (see the module docs for what is kept):
+/// a request of at most `max` bytes (and [`READ_MAX`]) is kept.
 ///
 /// # Safety
 ///
 /// The socket must stay open for the call, and nothing else may read it
 /// meanwhile (the lent read side's lock).
-pub(super) unsafe fn read_request(socket: RawSocket, max_frame: usize) -> Found {
+pub(super) unsafe fn read_request(socket: RawSocket, max: usize) -> Found {
     let mut scratch = [MaybeUninit::<u8>::uninit(); READ_MAX];
     // SAFETY: the caller's contract.
     let n = match unsafe { socket.recv_now(&mut scratch) } {
@@ -103,7 +106,10 @@ pub(super) unsafe fn read_request(socket: RawSocket, max_frame: usize) -> Found 
         Ok(Some(header))
             if header.kind == FrameKind::Request
                 && header.frame_len() == n as u64
-                && n <= max_frame =>
+                && n <= max
+                // Opening a compressed body takes time the loan's lock
+                // must not be held for: the task opens it.
+                && !rpc_codec::compression::is_compressed(header.flags) =>
         {
             match Frame::from_bytes(header, Bytes::copy_from_slice(read)) {
                 Ok(frame) => Found::Request(frame, n),
