@@ -20,6 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Decoder;
 
+mod common;
+
 /// Handlers that block their worker.
 #[brisk::service]
 pub trait Lone {
@@ -59,9 +61,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn bounded<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
     let _alone = SERIAL.lock().await;
-    tokio::time::timeout(Duration::from_secs(secs), f)
-        .await
-        .expect("test exceeded its time bound");
+    common::bounded(secs, f).await;
 }
 
 async fn pool_server() -> (ServerHandle, Arc<Seen>) {
@@ -74,6 +74,13 @@ async fn pool_server() -> (ServerHandle, Arc<Seen>) {
         .await
         .unwrap();
     (server, seen)
+}
+
+/// `Lone.{method}(ms)` as request `id`, in msgpack.
+fn request(id: u64, method: &'static str, ms: u64) -> OutFrame {
+    let serializer = brisk::SerializerKind::MsgPack;
+    let body = brisk::codec::BodyCodec::encode_body(serializer, &(ms,)).unwrap();
+    OutFrame::request(id, serializer.id(), "Lone", method, body)
 }
 
 /// A caller on one raw connection.
@@ -94,15 +101,7 @@ impl Raw {
 
     /// Sends `Lone.block(ms)` as request `id`, `timeout_ms` in its header.
     async fn send(&mut self, id: u64, ms: u64, timeout_ms: u32) {
-        let body =
-            brisk::codec::BodyCodec::encode_body(brisk::SerializerKind::MsgPack, &(ms,)).unwrap();
-        let mut frame = OutFrame::request(
-            id,
-            brisk::SerializerKind::MsgPack.id(),
-            "Lone",
-            "block",
-            body,
-        );
+        let mut frame = request(id, "block", ms);
         frame.timeout_ms = timeout_ms;
         self.write(frame).await;
     }
@@ -124,16 +123,7 @@ impl Raw {
     /// `block(0)` as request `id`; `false` when the server closed the
     /// connection.
     async fn try_call(&mut self, id: u64) -> bool {
-        let body =
-            brisk::codec::BodyCodec::encode_body(brisk::SerializerKind::MsgPack, &(0u64,)).unwrap();
-        let frame = OutFrame::request(
-            id,
-            brisk::SerializerKind::MsgPack.id(),
-            "Lone",
-            "block",
-            body,
-        );
-        self.try_write(frame).await
+        self.try_write(request(id, "block", 0)).await
     }
 
     /// The next frame from the server; `None` once it closed.
@@ -196,17 +186,7 @@ async fn a_bad_request_a_worker_read_is_answered_and_the_rhythm_goes_on() {
         let mut raw = Raw::connect(&server).await;
         let mut id = raw.keep_rhythm(&server, 1, 100).await;
         for _ in 0..20 {
-            let body =
-                brisk::codec::BodyCodec::encode_body(brisk::SerializerKind::MsgPack, &(0u64,))
-                    .unwrap();
-            let frame = OutFrame::request(
-                id,
-                brisk::SerializerKind::MsgPack.id(),
-                "Lone",
-                "nope",
-                body,
-            );
-            raw.write(frame).await;
+            raw.write(request(id, "nope", 0)).await;
             let answer = raw.next().await.expect("answered");
             assert_eq!(answer.header.request_id, id);
             assert_ne!(answer.code(), Code::Ok, "an unknown method is an error");

@@ -252,7 +252,6 @@ async fn serve_halves<R, W>(
     // mode only).
     let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
         pool,
-        submitted: std::sync::atomic::AtomicBool::new(false),
         answers: Arc::new({
             let (reads, started) = WorkerReads::new(
                 ctx.clone(),
@@ -336,6 +335,9 @@ async fn serve_halves<R, W>(
     // The read side came back from the workers in the last wait: not lent
     // again in the next one (see `lend_read`).
     let mut read_side_back = false;
+    // The read side may have been lent since the last batch: workers may
+    // have started calls and left bytes for this task (see `worker_reads`).
+    let mut read_lent = false;
 
     // Pinned once and polled only to register (see `StopWatch`); the server
     // waiter is replaced once, when the loop starts stopping.
@@ -370,6 +372,8 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
+        // A call of this batch went to the pool (see `lend_read` below).
+        let pooled_now = std::cell::Cell::new(false);
         let read_by_poll = std::mem::take(&mut polled);
         let arrived = next_frame.is_some() || read_by_poll;
         if arrived && busy_poll.arrived(clock) {
@@ -388,8 +392,7 @@ async fn serve_halves<R, W>(
                 expired: &mut expired,
                 idle: &mut idle,
             };
-            let bytes_read = reader.bytes_read() + pooled.map_or(0, PoolAnswers::worker_bytes);
-            match timers.fired(&ctx, &peer, &mut outbox, bytes_read) {
+            match timers.fired(&ctx, &peer, &mut outbox, bytes_in(&reader, pooled)) {
                 Check::Busy => {}
                 Check::Idle(silent) => {
                     close.set(format!(
@@ -448,6 +451,7 @@ async fn serve_halves<R, W>(
                     peer: peer_addr.addr,
                     stopping,
                     evicted: evicted.then_some(&ticket),
+                    pooled: &pooled_now,
                 };
                 let Some((call, req)) =
                     conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams)
@@ -495,11 +499,13 @@ async fn serve_halves<R, W>(
             // The read side is back too: first the calls workers started
             // (a `Cancel` read next finds its call), then what they read
             // and left for this task, which comes before the socket.
-            if let Some(started) = &worker_started {
-                drain_started(&ctx, started, &mut live);
-            }
-            if let Some((bytes, error)) = pooled.take_handed() {
-                reader.unread(&bytes, error);
+            if std::mem::take(&mut read_lent) {
+                if let Some(started) = &worker_started {
+                    drain_started(&ctx, started, &mut live);
+                }
+                if let Some((bytes, error)) = pooled.take_handed() {
+                    reader.unread(&bytes, error);
+                }
             }
         }
         if !streams.is_idle() {
@@ -509,8 +515,10 @@ async fn serve_halves<R, W>(
             streams.write_into(&mut outbox);
         }
         if calls(&streams) == 0 {
-            let bytes_read = reader.bytes_read() + pooled.map_or(0, PoolAnswers::worker_bytes);
-            idle.quiet(tokio::time::Instant::from_std(clock), bytes_read);
+            idle.quiet(
+                tokio::time::Instant::from_std(clock),
+                bytes_in(&reader, pooled),
+            );
         }
         // Re-arm the timer when what it waits for moved earlier.
         let next = [
@@ -570,9 +578,6 @@ async fn serve_halves<R, W>(
         // worker that writes the answer reads the next request itself
         // (`reply::pool_reads`). The task then reads nothing until it takes
         // it back — when a worker hands it back, or after a tick.
-        let submitted = pool_lane
-            .as_ref()
-            .is_some_and(|lane| lane.submitted.swap(false, Ordering::Relaxed));
         let lend_read = lend
             && !std::mem::take(&mut read_side_back)
             && next_frame.is_none()
@@ -584,10 +589,11 @@ async fn serve_halves<R, W>(
                 lane.answers.lends_reads()
                     && lane.pool.in_rhythm()
                     && (lane.answers.in_flight() == 0
-                        || (submitted && lane.answers.in_flight() == 1))
+                        || (pooled_now.get() && lane.answers.in_flight() == 1))
                     && lane.pool.tasks_in_flight() <= 1
             })
             && reader.is_drained();
+        read_lent |= lend_read;
         if lend_read {
             let tick = tokio::time::Instant::now() + LENT_READ_TICK;
             if armed.is_none_or(|at| tick < at) {
@@ -749,6 +755,12 @@ async fn serve_halves<R, W>(
     }
     close.set("connection finished");
     debug!(%peer, reason = close.reason(), "connection closed");
+}
+
+/// Bytes received on the connection: by its reader, and by the workers it
+/// lent its read side to (the idle watch's measure of activity).
+fn bytes_in<R: AsyncRead + Unpin>(reader: &FrameReader<R>, pooled: Option<&PoolAnswers>) -> u64 {
+    reader.bytes_read() + pooled.map_or(0, PoolAnswers::worker_bytes)
 }
 
 /// What the connection's one timer serves (see `serve_halves`).

@@ -208,9 +208,6 @@ impl<'a> DirectCall<'a> {
 pub(super) struct PoolLane<'a> {
     pub(super) pool: &'a WorkerPool,
     pub(super) answers: Arc<PoolAnswers>,
-    /// A call went to the pool since the task last looked (its worker will
-    /// look at a read side lent now; see `worker_reads`).
-    pub(super) submitted: std::sync::atomic::AtomicBool,
 }
 
 /// What handling one frame needs to know of its connection.
@@ -223,6 +220,9 @@ pub(super) struct Conn<'a, 'b> {
     /// Set when the connection was evicted: new requests are answered its
     /// eviction error.
     pub(super) evicted: Option<&'b Ticket>,
+    /// Set when a call goes to the pool (its worker will look at a read
+    /// side lent after this batch; see `worker_reads`).
+    pub(super) pooled: &'b std::cell::Cell<bool>,
 }
 
 impl<'a> Conn<'a, '_> {
@@ -321,7 +321,7 @@ impl<'a> Conn<'a, '_> {
                 };
                 match job.submit(lane.pool, self.ctx, route, true) {
                     Ok(()) => {
-                        lane.submitted.store(true, Ordering::Relaxed);
+                        self.pooled.set(true);
                         live.insert(Live {
                             cancel,
                             route,

@@ -87,7 +87,9 @@ pub(super) fn drain_started<'a>(
     live: &mut LiveCalls<'a>,
 ) {
     let mut started = started.lock();
-    for call in started.drain(..) {
+    // Most have ended already (answered in rhythm): only the rest can still
+    // end early.
+    for call in started.drain(..).filter(|call| call.cancel.is_running()) {
         // Routed a moment ago by the same router: found again.
         if let Ok(route) = ctx.router.route_ref(call.route.service, call.route.method) {
             live.insert(Live {

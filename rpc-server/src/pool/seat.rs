@@ -201,8 +201,7 @@ pub(crate) fn poll_soon(poll: std::sync::Arc<dyn IdlePoll>) {
         let mut poll = Some(poll);
         let mut before = None;
         if seated {
-            let _ = NEXT_POLL.try_with(|next| before = next.borrow_mut().take());
-            let _ = NEXT_POLL.try_with(|next| *next.borrow_mut() = poll.take());
+            let _ = NEXT_POLL.try_with(|next| before = next.replace(poll.take()));
         }
         for left in [before, poll].into_iter().flatten() {
             left.release();
