@@ -1,10 +1,10 @@
-//! A lone caller on pool dispatch: once a worker keeps its rhythm, the
-//! worker reads the caller's next request itself, on the read side the
-//! connection lends it (`reply::pool_reads`). These tests drive that path
-//! from a raw connection (one call at a time, as a lone caller does) and
-//! check what must hold on it: every call answered, deadlines and `Cancel`
-//! frames honoured, a blocking handler stalling nothing else of its
-//! connection, a graceful stop.
+//! A lone caller, or a pipelining one, on pool dispatch: once a worker
+//! keeps its rhythm, the worker reads the caller's next requests itself, on
+//! the read side the connection lends it (`reply::pool_reads`). These tests
+//! drive that path from a raw connection (one call at a time, as a lone
+//! caller does, or many in flight) and check what must hold on it: every
+//! call answered once, deadlines and `Cancel` frames honoured, a blocking
+//! handler stalling nothing else of its connection, a graceful stop.
 //!
 //! Timings are bounds with a margin for a loaded 2-core machine, never
 //! speed targets.
@@ -143,6 +143,13 @@ impl Raw {
         }
     }
 
+    /// The next frame, which must be call `id`'s `Ok` answer.
+    async fn expect_ok(&mut self, id: u64) {
+        let answer = self.next().await.expect("answered");
+        assert_eq!(answer.header.request_id, id);
+        assert_eq!(answer.code(), Code::Ok, "call {id}");
+    }
+
     /// Calls `block(0)` one at a time until a worker has read `reads`
     /// requests itself (or `calls` were made), checking every answer;
     /// returns the next free request id.
@@ -163,6 +170,137 @@ impl Raw {
             server.stats().worker_reads - before
         );
     }
+}
+
+impl Raw {
+    /// Keeps `depth` calls of `block(0)` in flight, the next sent as each
+    /// answer comes, until a worker has read `reads` requests itself (or
+    /// 200 000 calls were made); checks that every call is answered once,
+    /// `Ok`. Returns the next free request id, with nothing in flight.
+    async fn pipeline(
+        &mut self,
+        server: &ServerHandle,
+        mut id: u64,
+        depth: u64,
+        reads: u64,
+    ) -> u64 {
+        let before = server.stats().worker_reads;
+        let mut waiting = std::collections::HashSet::new();
+        let mut run = BytesMut::new();
+        for _ in 0..depth {
+            request(id, "block", 0).encode(&mut run, 1 << 20).unwrap();
+            waiting.insert(id);
+            id += 1;
+        }
+        self.stream.write_all(&run).await.unwrap();
+        let mut sent = depth;
+        while !waiting.is_empty() {
+            let answer = self.next().await.expect("answered");
+            let answered = answer.header.request_id;
+            assert!(waiting.remove(&answered), "call {answered} answered once");
+            assert_eq!(answer.code(), Code::Ok, "call {answered}");
+            let read = server.stats().worker_reads - before;
+            if read < reads && sent < 200_000 {
+                self.send(id, 0, 0).await;
+                waiting.insert(id);
+                id += 1;
+                sent += 1;
+            }
+        }
+        let read = server.stats().worker_reads - before;
+        assert!(read >= reads, "workers read {read} of {sent} requests");
+        id
+    }
+}
+
+#[tokio::test]
+async fn a_pipelining_callers_requests_are_read_by_a_worker_and_each_answered_once() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let next = raw.pipeline(&server, 1, 64, 2000).await;
+        let stats = server.stats();
+        assert_eq!(stats.requests, next - 1, "every call counted once");
+        assert_eq!(stats.errors, 0);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_blocking_call_in_a_run_a_worker_read_stalls_nothing_else() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let id = raw.pipeline(&server, 1, 64, 500).await;
+        // One run: a call that blocks 2 s, then 20 that do not.
+        let sent = Instant::now();
+        let mut run = BytesMut::new();
+        for (i, ms) in std::iter::once(2000).chain([0; 20]).enumerate() {
+            request(id + i as u64, "block", ms)
+                .encode(&mut run, 1 << 20)
+                .unwrap();
+        }
+        raw.stream.write_all(&run).await.unwrap();
+        for _ in 0..20 {
+            let answer = raw.next().await.expect("answered");
+            assert_ne!(answer.header.request_id, id, "the blocking call last");
+            assert_eq!(answer.code(), Code::Ok);
+        }
+        // And a call sent while it still blocks.
+        raw.send(id + 21, 0, 0).await;
+        raw.expect_ok(id + 21).await;
+        let after = sent.elapsed();
+        assert!(after < Duration::from_millis(2000), "{after:?}");
+        raw.expect_ok(id).await;
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cancel_behind_a_run_a_worker_read_finds_its_call() {
+    bounded(60, async {
+        let (server, seen) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let id = raw.pipeline(&server, 1, 64, 500).await;
+        // One run: a call that blocks 3 s, 10 that do not, then its cancel.
+        let mut run = BytesMut::new();
+        request(id, "block", 3000)
+            .encode(&mut run, 1 << 20)
+            .unwrap();
+        for i in 1..=10 {
+            request(id + i, "block", 0)
+                .encode(&mut run, 1 << 20)
+                .unwrap();
+        }
+        OutFrame::control(FrameKind::Cancel, id)
+            .encode(&mut run, 1 << 20)
+            .unwrap();
+        let cancelled = Instant::now();
+        raw.stream.write_all(&run).await.unwrap();
+        let mut answered = Vec::new();
+        for _ in 0..10 {
+            let answer = raw.next().await.expect("answered");
+            assert_eq!(answer.code(), Code::Ok);
+            answered.push(answer.header.request_id);
+        }
+        answered.sort_unstable();
+        assert_eq!(answered, (id + 1..=id + 10).collect::<Vec<_>>());
+        while seen.cancelled.load(Ordering::SeqCst) == 0 && cancelled.elapsed() < MARGIN {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert_eq!(
+            seen.cancelled.load(Ordering::SeqCst),
+            1,
+            "noticed within {MARGIN:?}"
+        );
+        // Nothing is answered for the cancelled call.
+        raw.send(id + 11, 0, 0).await;
+        raw.expect_ok(id + 11).await;
+        server.shutdown().await;
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -280,9 +418,7 @@ async fn a_blocking_call_a_worker_read_stalls_nothing_else_of_its_connection() {
             "{:?}",
             sent.elapsed()
         );
-        let second = raw.next().await.expect("answered");
-        assert_eq!(second.header.request_id, id);
-        assert_eq!(second.code(), Code::Ok);
+        raw.expect_ok(id).await;
         server.shutdown().await;
     })
     .await;

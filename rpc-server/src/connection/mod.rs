@@ -12,8 +12,9 @@
 //! into the connection's [`PoolAnswers`], which the task moves into the
 //! outbox — or, while the task waits with an empty outbox, write them
 //! themselves on the socket it lends them (plain sockets; see
-//! `reply::pool_answers`) — and, for a lone caller in rhythm, its read side
-//! too: the worker that answers reads the next request and starts it, and
+//! `reply::pool_answers`) — and, for a lone caller in rhythm or a
+//! pipelining caller alone on the pool, its read side too: the worker that
+//! answers reads the next requests and starts them, and
 //! the task sleeps until it takes the read side back (at least every
 //! millisecond; see `worker_reads` and "The read side lent" there). Only
 //! then does it wait — for input, for the socket to take the rest
@@ -129,7 +130,7 @@ use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
 use stop_watch::{Stop, StopWatch};
-use worker_reads::{drain_started, WorkerReads, LENT_READ_TICK};
+use worker_reads::{drain_started, RunLoans, WorkerReads, LENT_READ_TICK};
 
 /// Serves a plain connection, TCP or Unix (split with `into_split`, the
 /// fast path); `ticket` is its place in the admission table, held until the
@@ -338,6 +339,8 @@ async fn serve_halves<R, W>(
     // The read side may have been lent since the last batch: workers may
     // have started calls and left bytes for this task (see `worker_reads`).
     let mut read_lent = false;
+    // Loans of the read side for a pipelining caller's runs.
+    let mut run_loans = RunLoans::default();
 
     // Pinned once and polled only to register (see `StopWatch`); the server
     // waiter is replaced once, when the loop starts stopping.
@@ -373,7 +376,9 @@ async fn serve_halves<R, W>(
         let mut clock = Instant::now();
         let mut called = false;
         // A call of this batch went to the pool (see `lend_read` below).
-        let pooled_now = std::cell::Cell::new(false);
+        let pooled_now = std::cell::Cell::new(0);
+        // Calls on the pool before this batch (see `lend_read` below).
+        let pooled_before = pooled.map_or(0, PoolAnswers::in_flight);
         let read_by_poll = std::mem::take(&mut polled);
         let arrived = next_frame.is_some() || read_by_poll;
         if arrived && busy_poll.arrived(clock) {
@@ -500,6 +505,7 @@ async fn serve_halves<R, W>(
             // (a `Cancel` read next finds its call), then what they read
             // and left for this task, which comes before the socket.
             if std::mem::take(&mut read_lent) {
+                run_loans.back(pooled.worker_bytes());
                 if let Some(started) = &worker_started {
                     drain_started(&ctx, started, &mut live);
                 }
@@ -581,18 +587,35 @@ async fn serve_halves<R, W>(
         let lend_read = lend
             && !std::mem::take(&mut read_side_back)
             && next_frame.is_none()
+            && reader.is_drained()
             && pool_lane.as_ref().is_some_and(|lane| {
+                if !lane.answers.lends_reads() {
+                    return false;
+                }
+                let on_pool = lane.answers.in_flight();
+                let submitted = pooled_now.get();
                 // The call on the pool, if any, is one this turn submitted,
                 // whose worker will look at the read side once it answers;
                 // one from before may block its worker (the read side came
                 // back at a tick for that), and then this task reads.
-                lane.answers.lends_reads()
-                    && lane.pool.in_rhythm()
-                    && (lane.answers.in_flight() == 0
-                        || (pooled_now.get() && lane.answers.in_flight() == 1))
-                    && lane.pool.tasks_in_flight() <= 1
-            })
-            && reader.is_drained();
+                let lone = lane.pool.in_rhythm()
+                    && (on_pool == 0 || (submitted > 0 && on_pool == 1))
+                    && lane.pool.tasks_in_flight() <= 1;
+                // A pipelining caller's run of requests, every call on the
+                // pool one this turn submitted and the pool's only work: the
+                // worker that answers the last reads the caller's next run.
+                let run = !lone
+                    && submitted > 1
+                    && pooled_before == 0
+                    && on_pool > 0
+                    && lane.pool.tasks_in_flight() <= on_pool
+                    && lane.pool.spins()
+                    && run_loans.may_lend();
+                if run {
+                    run_loans.lent(lane.answers.worker_bytes());
+                }
+                lone || run
+            });
         read_lent |= lend_read;
         if lend_read {
             let tick = tokio::time::Instant::now() + LENT_READ_TICK;

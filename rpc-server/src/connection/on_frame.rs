@@ -222,7 +222,7 @@ pub(super) struct Conn<'a, 'b> {
     pub(super) evicted: Option<&'b Ticket>,
     /// Set when a call goes to the pool (its worker will look at a read
     /// side lent after this batch; see `worker_reads`).
-    pub(super) pooled: &'b std::cell::Cell<bool>,
+    pub(super) pooled: &'b std::cell::Cell<usize>,
 }
 
 impl<'a> Conn<'a, '_> {
@@ -321,7 +321,7 @@ impl<'a> Conn<'a, '_> {
                 };
                 match job.submit(lane.pool, self.ctx, route, true) {
                     Ok(()) => {
-                        self.pooled.set(true);
+                        self.pooled.set(self.pooled.get() + 1);
                         live.insert(Live {
                             cancel,
                             route,

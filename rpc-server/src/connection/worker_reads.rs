@@ -1,6 +1,7 @@
 //! [`WorkerReads`]: the connection's side of a read lent to a worker
 //! (`reply::pool_reads`) — how a request that a worker read becomes a pooled
-//! call, and how the connection task learns of it.
+//! call, how the connection task learns of it, and when it lends for a
+//! pipelining caller's runs ([`RunLoans`]).
 //!
 //! A worker-read request goes the way of one the task read: [`admit`]
 //! routes it and opens it (or gives the error its caller gets), a
@@ -36,12 +37,63 @@ use super::on_frame::{admit, Admitted};
 use crate::admission::QuietMarker;
 use crate::ctx::ServerCtx;
 use crate::dispatch::{PoolJob, Reply};
-use crate::reply::{PoolAnswers, ReplyTo, TakeRequest};
+use crate::reply::{AnswerSlot, PoolAnswers, ReplyTo, TakeRequest};
 use crate::router::Route;
 
 /// How long the connection task lets its read side stay lent before it
 /// takes it back for a turn (see the module docs).
 pub(super) const LENT_READ_TICK: Duration = Duration::from_millis(1);
+
+/// When the task lends its read side for a pipelining caller's run of
+/// requests: a loan whose worker found nothing to read (the pool had other
+/// work by then, or the caller paused) cost two `setsockopt`s and a
+/// wake-up of the task for nothing, so after one the task skips the next
+/// chances, twice as many after each further miss (up to
+/// [`RunLoans::MAX_SKIP`]), and tries at once again after a loan that read.
+/// Among many busy connections (10:100) the pool is rarely this
+/// connection's alone and the loans mostly miss; a lone pipelining caller's
+/// (1:100) mostly read.
+#[derive(Default)]
+pub(super) struct RunLoans {
+    misses: u32,
+    skip: u32,
+    /// The workers' bytes read when the loan was made.
+    lent_at: Option<u64>,
+}
+
+impl RunLoans {
+    /// Chances skipped at most after misses.
+    const MAX_SKIP: u32 = 1024;
+
+    /// Whether to take this chance to lend (counts it as taken or skipped).
+    pub(super) fn may_lend(&mut self) -> bool {
+        match self.skip {
+            0 => true,
+            _ => {
+                self.skip -= 1;
+                false
+            }
+        }
+    }
+
+    /// A loan for a run was made, the workers having read `worker_bytes`.
+    pub(super) fn lent(&mut self, worker_bytes: u64) {
+        self.lent_at = Some(worker_bytes);
+    }
+
+    /// The read side is back, the workers having read `worker_bytes`.
+    pub(super) fn back(&mut self, worker_bytes: u64) {
+        let Some(at) = self.lent_at.take() else {
+            return;
+        };
+        if worker_bytes == at {
+            self.misses = self.misses.saturating_add(1);
+            self.skip = (1u32 << self.misses.min(10)).min(Self::MAX_SKIP);
+        } else {
+            self.misses = 0;
+        }
+    }
+}
 
 /// A call a worker started, for the connection task's live-call table.
 pub(super) struct Started {
@@ -105,58 +157,124 @@ pub(super) fn drain_started<'a>(
 impl TakeRequest for WorkerReads {
     fn take(
         &self,
-        frame: Frame,
+        frames: &mut Vec<Frame>,
         received: Instant,
         answers: &Arc<PoolAnswers>,
     ) -> Box<dyn FnOnce() + Send> {
         let ctx = &self.ctx;
-        ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
-        match admit(ctx, frame, received, self.peer, None) {
-            Ok(Admitted {
-                route,
-                reply_to,
-                req,
-                deadline,
-            }) => {
-                self.started.lock().push(Started {
-                    cancel: req.cx.cancellation().clone(),
-                    route: route.clone(),
+        ctx.stats
+            .requests
+            .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        let mut starts = Vec::with_capacity(frames.len());
+        let mut started = self.started.lock();
+        for frame in frames.drain(..) {
+            match admit(ctx, frame, received, self.peer, None) {
+                Ok(Admitted {
+                    route,
                     reply_to,
-                    deadline,
-                });
-                self.quiet.call_started();
-                let job = PoolJob {
-                    ctx: ctx.clone(),
-                    route: route.clone(),
                     req,
-                    received,
-                    reply: Reply::Frame(answers.reserve(reply_to, None)),
-                };
-                let answers = answers.clone();
-                let end = job.req.cx.cancellation().clone();
-                Box::new(move || {
-                    let (ctx, route) = (job.ctx.clone(), job.route.clone());
-                    let refused = match ctx.dispatcher.pool() {
-                        Some(pool) => job.submit(pool, &ctx, &route, true).err(),
-                        // Only pool dispatch lends; a call is answered even so.
-                        None => Some(RpcError::ShuttingDown),
+                    deadline,
+                }) => {
+                    started.push(Started {
+                        cancel: req.cx.cancellation().clone(),
+                        route: route.clone(),
+                        reply_to,
+                        deadline,
+                    });
+                    self.quiet.call_started();
+                    let end = req.cx.cancellation().clone();
+                    let job = PoolJob {
+                        ctx: ctx.clone(),
+                        route: route.clone(),
+                        req,
+                        received,
+                        reply: Reply::Frame(answers.reserve(reply_to, None)),
                     };
-                    // Refused (its slot went with the job): answered here,
-                    // once — the call's end is claimed first, so the task's
-                    // live-call table, which has it, does not answer its
-                    // deadline as well.
-                    if let Some(refused) = refused {
-                        if end.finish() {
-                            answers.reserve(reply_to, None).answer(Err(refused));
-                        }
-                    }
-                })
-            }
-            Err((reply_to, e)) => {
-                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                let slot = answers.reserve(reply_to, None);
-                Box::new(move || slot.answer(Err(e)))
+                    starts.push(Start::Run(job, end, reply_to));
+                }
+                Err((reply_to, e)) => {
+                    ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                    starts.push(Start::Refuse(answers.reserve(reply_to, None), e));
+                }
             }
         }
+        drop(started);
+        let answers = answers.clone();
+        Box::new(move || {
+            for start in starts {
+                start.go(&answers);
+            }
+        })
+    }
+}
+
+/// What starts one request a worker read, once the answers' lock is let go.
+enum Start {
+    /// A call to submit to the pool (to the worker that read it, which is
+    /// awake).
+    Run(PoolJob, CancelSignal, ReplyTo),
+    /// A request that does not run: its error is its answer.
+    Refuse(AnswerSlot, RpcError),
+}
+
+impl Start {
+    fn go(self, answers: &Arc<PoolAnswers>) {
+        match self {
+            Start::Run(job, end, reply_to) => {
+                let (ctx, route) = (job.ctx.clone(), job.route.clone());
+                let refused = match ctx.dispatcher.pool() {
+                    Some(pool) => job.submit(pool, &ctx, &route, true).err(),
+                    // Only pool dispatch lends; a call is answered even so.
+                    None => Some(RpcError::ShuttingDown),
+                };
+                // Refused (its slot went with the job): answered here, once —
+                // the call's end is claimed first, so the task's live-call
+                // table, which has it, does not answer its deadline as well.
+                if let Some(refused) = refused {
+                    if end.finish() {
+                        answers.reserve(reply_to, None).answer(Err(refused));
+                    }
+                }
+            }
+            Start::Refuse(slot, e) => slot.answer(Err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunLoans;
+
+    #[test]
+    fn loans_that_read_nothing_back_off_and_one_that_reads_resets() {
+        let mut loans = RunLoans::default();
+        assert!(loans.may_lend(), "tries at first");
+        loans.lent(0);
+        loans.back(0);
+        // One miss: the next 2 chances are skipped.
+        assert!(!loans.may_lend());
+        assert!(!loans.may_lend());
+        assert!(loans.may_lend());
+        loans.lent(0);
+        loans.back(0);
+        // Two misses: 4 skipped.
+        assert_eq!((0..4).filter(|_| loans.may_lend()).count(), 0);
+        assert!(loans.may_lend());
+        // A loan that read resets the count.
+        loans.lent(0);
+        loans.back(100);
+        assert!(loans.may_lend());
+        // Many misses skip at most `MAX_SKIP` chances.
+        for _ in 0..40 {
+            loans.lent(100);
+            loans.back(100);
+        }
+        let skipped = (0..=RunLoans::MAX_SKIP)
+            .take_while(|_| !loans.may_lend())
+            .count();
+        assert_eq!(skipped as u32, RunLoans::MAX_SKIP);
+        // A read side back that was not lent for a run changes nothing.
+        loans.back(7);
+        assert!(loans.may_lend());
     }
 }

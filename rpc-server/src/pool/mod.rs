@@ -848,6 +848,14 @@ impl WorkerPool {
         self.shared.rhythm.load(Relaxed)
     }
 
+    /// Whether a worker whose run ends with nothing queued waits awake for
+    /// a while (the transfer queue): only then does it look at a read side
+    /// lent to it (`seat::IdlePoll`).
+    #[inline]
+    pub(crate) fn spins(&self) -> bool {
+        self.shared.queue.spins()
+    }
+
     /// Hands `poll` to the worker that waits awake for the next task (a
     /// lone caller's rhythm), which looks at it until its wait ends;
     /// `false` when no worker waits so.

@@ -11,6 +11,11 @@
 //! task was lone, and `rhythm` tells connections that a worker keeps a lone
 //! caller's rhythm (only then do they lend it their read side).
 //!
+//! A worker that a connection lent its read side after a run of its calls
+//! (a pipelining caller's, see `reply::pool_reads`) waits awake the same
+//! way, without the streak: the connection lent only because its caller's
+//! next run is on its way.
+//!
 //! While it waits it looks at the read side a connection lent it
 //! ([`IdlePoll`](super::IdlePoll), from `seat::poll_soon` or
 //! `TaskQueue::lend_spinner`), and then it keeps its core instead of
@@ -46,8 +51,10 @@ impl Rhythm {
         // (a connection's read side, see `seat::IdlePoll`).
         let idle_poll = next_poll();
         // A lone caller's pattern: one task, and nothing else on the whole
-        // pool. Its next call comes a round trip from now.
-        let lone = run == 1 && shared.submitted.load(SeqCst) == 0;
+        // pool. Its next call comes a round trip from now. So is a run of
+        // one connection's calls after which it lent this worker its read
+        // side: its caller's next requests are on their way.
+        let lone = (run == 1 || idle_poll.is_some()) && shared.submitted.load(SeqCst) == 0;
         if !lone {
             self.set_streak(shared, 0);
             if let Some(p) = idle_poll {
@@ -57,7 +64,7 @@ impl Rhythm {
         }
         let since = Instant::now();
         // (Under loom always: a model must not depend on the clock.)
-        let spun = if cfg!(brisk_loom) || self.streak >= LONE_STREAK {
+        let spun = if cfg!(brisk_loom) || self.streak >= LONE_STREAK || idle_poll.is_some() {
             // Looking at the lent source at every turn until it finds work
             // (then it ended its loan itself) or the wait ends (then it goes
             // back).

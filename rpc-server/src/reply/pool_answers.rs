@@ -85,13 +85,18 @@
 //! waited, the worker spinning for its next task ([`WorkerPool::lend_spinner`
 //! ](crate::pool::WorkerPool)) — claims it, and while it waits awake for its
 //! next task it reads the socket itself ([`IdlePoll`](crate::pool::IdlePoll),
-//! `pool_reads`). A request it takes becomes a call through the connection's
-//! [`TakeRequest`] and is submitted to the pool — to this very worker, which
-//! is awake; its answer is written on the lent socket and claims the read
-//! side again. The task sleeps throughout: in rhythm a call costs the worker
-//! a `recv` and a `send` and nobody a wake-up. Meanwhile the socket's receive
-//! low-water mark is raised past the largest request a worker takes, so the
-//! kernel does not wake the runtime thread in `epoll_wait` for each request
+//! `pool_reads`). The requests it takes become calls through the
+//! connection's [`TakeRequest`] and are submitted to the pool — to this very
+//! worker, which is awake; their answers are written on the lent socket and
+//! the last claims the read side again. The task sleeps throughout: in
+//! rhythm a call costs the worker a `recv` and a `send` and nobody a
+//! wake-up. A pipelining caller's connection (1:100) lends the same way
+//! when every call it has on the pool came in its last run and the pool
+//! has no other work: the worker that answers the last of them reads the
+//! next run (the connection backs off after loans that read nothing,
+//! `connection::worker_reads::RunLoans`). Meanwhile the socket's receive
+//! low-water mark is raised past what a worker reads at once, so the
+//! kernel does not wake the runtime thread in `epoll_wait` for each run
 //! either (TCP; `RawSocket::set_recv_lowat`).
 //!
 //! Invariants:
@@ -100,7 +105,8 @@
 //!   with [`take`](PoolAnswers::take) (under the same lock) before it reads,
 //!   and lends it only while it does not read (its `select!` leaves the
 //!   socket alone then).
-//! - Nothing lost or reordered: a worker keeps only one whole request frame;
+//! - Nothing lost or reordered: a worker keeps only whole request frames
+//!   (and, while the loan lasts, the start of the next in `inbox`);
 //!   anything else it read goes back with the read side
 //!   ([`take_handed`](PoolAnswers::take_handed)), for the task to read before
 //!   the socket. A call a worker started is recorded for the task under this
@@ -142,7 +148,7 @@ use rpc_core::{RpcError, RpcResponse};
 use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
-use super::pool_reads::{read_request, Found, TakeRequest};
+use super::pool_reads::{read_requests, TakeRequest, LENT_LOWAT};
 use crate::admission::QuietMarker;
 use crate::config::AnswerCompression;
 use crate::stats::ServerStats;
@@ -218,6 +224,12 @@ struct State {
     /// What a worker handed back with the read side: the bytes it read,
     /// which the task reads before the socket, and the read's error.
     handed: Option<(BytesMut, Option<std::io::Error>)>,
+    /// Bytes a worker read and has not made calls of yet: the start of a
+    /// request whose rest has not come. Handed back when the loan ends.
+    inbox: BytesMut,
+    /// The requests of one look, between the read and the taker (kept for
+    /// its storage).
+    frames: Vec<rpc_codec::Frame>,
 }
 
 impl PoolAnswers {
@@ -235,6 +247,8 @@ impl PoolAnswers {
                 read_lent: false,
                 read_claimed: false,
                 handed: None,
+                inbox: BytesMut::new(),
+                frames: Vec::new(),
             }),
             in_flight: AtomicUsize::new(0),
             max_frame,
@@ -364,11 +378,7 @@ impl PoolAnswers {
                 // Requests a worker takes wake no runtime thread: the kernel
                 // signals the socket readable only past a request's size.
                 // SAFETY: not closed (checked above, under this lock).
-                let _ = unsafe {
-                    lender
-                        .socket
-                        .set_recv_lowat(super::pool_reads::READ_MAX + 1)
-                };
+                let _ = unsafe { lender.socket.set_recv_lowat(LENT_LOWAT) };
             }
         }
         Poll::Pending
@@ -433,6 +443,10 @@ impl PoolAnswers {
         }
         if st.held.is_empty() {
             st.held = Vec::new();
+        }
+        if st.inbox.is_empty() {
+            st.inbox = BytesMut::new();
+            st.frames = Vec::new();
         }
     }
 
@@ -549,7 +563,8 @@ impl PoolAnswers {
 impl PoolAnswers {
     /// Ends a loan of the read side (`st.read_lent` was set): the socket's
     /// low-water mark goes back to one byte, so the runtime hears the socket
-    /// again (the kernel signals it at once if bytes wait).
+    /// again (the kernel signals it at once if bytes wait), and the start
+    /// of a request a worker read goes back to the task, to be read first.
     fn end_read_loan(&self, st: &mut State) {
         if std::mem::take(&mut st.read_lent) {
             if let Some(lender) = &self.socket {
@@ -559,7 +574,23 @@ impl PoolAnswers {
             }
         }
         st.read_claimed = false;
+        if !st.inbox.is_empty() {
+            let rest = st.inbox.split();
+            hand_to_task(st, rest, None);
+        }
     }
+}
+
+/// Leaves `bytes` (and the read's `error`) for the task, after anything
+/// left before that it has not taken yet.
+fn hand_to_task(st: &mut State, bytes: BytesMut, error: Option<std::io::Error>) {
+    st.handed = Some(match st.handed.take() {
+        Some((mut before, earlier)) => {
+            before.extend_from_slice(&bytes);
+            (before, earlier.or(error))
+        }
+        None => (bytes, error),
+    });
 }
 
 /// The write of a lent socket deferred to the end of a worker's run of
@@ -600,6 +631,8 @@ impl crate::pool::IdlePoll for PoolAnswers {
                 // Taken back (or closed): the task reads.
                 return false;
             }
+            let mut frames = std::mem::take(&mut st.frames);
+            let st = &mut *st;
             // SAFETY: `read_lent` is set, so `close` has not run (it clears
             // it under this lock) and the socket is open (`lending`). Reads
             // are one at a time: a worker reads only under this lock (any
@@ -607,23 +640,33 @@ impl crate::pool::IdlePoll for PoolAnswers {
             // them), and the task does not read while `read_lent` is set (it
             // lends only while it is not reading, and clears it under this
             // lock before it reads again).
-            match unsafe { read_request(lender.socket, self.max_request) } {
-                Found::Nothing => return true,
-                Found::Request(frame, n) => {
-                    st.read_claimed = false;
-                    self.worker_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    lender.io.add_in(n as u64);
-                    lender.stats.worker_reads.fetch_add(1, Ordering::Relaxed);
-                    let start = taker.take(frame, std::time::Instant::now(), &self);
-                    (Some(start), None)
-                }
-                Found::HandBack(bytes, error) => {
-                    self.end_read_loan(&mut st);
-                    st.handed = Some((bytes, error));
-                    st.news = true;
-                    (None, st.waker.take())
-                }
+            let look = unsafe {
+                read_requests(lender.socket, &mut st.inbox, self.max_request, &mut frames)
+            };
+            let start = (!frames.is_empty()).then(|| {
+                // The last answer of these claims the read side again.
+                st.read_claimed = false;
+                self.worker_bytes
+                    .fetch_add(look.taken as u64, Ordering::Relaxed);
+                lender.io.add_in(look.taken as u64);
+                lender
+                    .stats
+                    .worker_reads
+                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
+                taker.take(&mut frames, std::time::Instant::now(), &self)
+            });
+            st.frames = frames;
+            let waker = look.hand_back.and_then(|(bytes, error)| {
+                self.end_read_loan(st);
+                hand_to_task(st, bytes, error);
+                st.news = true;
+                st.waker.take()
+            });
+            if start.is_none() && waker.is_none() {
+                // Nothing whole yet: look again.
+                return true;
             }
+            (start, waker)
         };
         if let Some(waker) = waker {
             waker.wake();
@@ -1132,11 +1175,12 @@ mod tests {
     impl TakeRequest for Arc<Taken> {
         fn take(
             &self,
-            frame: rpc_codec::Frame,
+            frames: &mut Vec<rpc_codec::Frame>,
             _received: std::time::Instant,
             _answers: &Arc<PoolAnswers>,
         ) -> Box<dyn FnOnce() + Send> {
-            self.0.lock().push(frame.header.request_id);
+            let mut taken = self.0.lock();
+            taken.extend(frames.drain(..).map(|frame| frame.header.request_id));
             Box::new(|| {})
         }
     }
@@ -1159,8 +1203,20 @@ mod tests {
         }
     }
 
+    /// Looks at the lent read side as a worker would until `done` holds (or
+    /// a second passes).
+    fn look_until(answers: &Arc<PoolAnswers>, done: impl Fn() -> bool) {
+        use crate::pool::IdlePoll;
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while !done() && std::time::Instant::now() < end {
+            if answers.clone().poll() {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+
     #[tokio::test]
-    async fn a_worker_takes_one_whole_request_and_hands_anything_else_back() {
+    async fn a_worker_takes_whole_requests_and_hands_anything_else_back() {
         use tokio::io::AsyncWriteExt;
         let (_read, write, mut client) = socket_pair().await;
         let (answers, _) = lent_answers(&write, 1 << 20);
@@ -1176,29 +1232,58 @@ mod tests {
             st.read_lent = true;
             st.read_claimed = true;
         };
+        let taken_ids = || taken.0.lock().clone();
         // One request: started through the taker, the read side kept lent.
         lend(&answers);
         client.write_all(&request(7)).await.unwrap();
         look_until_done(&answers);
-        assert_eq!(*taken.0.lock(), [7]);
+        assert_eq!(taken_ids(), [7]);
         assert!(answers.state.lock().read_lent, "still lent");
         assert!(
             !answers.state.lock().read_claimed,
             "until its answer claims it"
         );
         assert!(answers.take_handed().is_none());
-        // Two requests at once: both go back, bytes and all, and the read
-        // side with them.
+        // A run of requests, the last in two parts: the whole ones are
+        // taken at once, the last once its rest has come.
         answers.state.lock().read_claimed = true;
-        let mut two = request(8);
-        two.extend_from_slice(&request(9));
-        client.write_all(&two).await.unwrap();
-        look_until_done(&answers);
-        assert_eq!(*taken.0.lock(), [7], "nothing more started");
-        assert!(!answers.state.lock().read_lent, "handed back");
+        let mut run = request(8);
+        run.extend_from_slice(&request(9));
+        let last = request(10);
+        run.extend_from_slice(&last[..5]);
+        client.write_all(&run).await.unwrap();
+        look_until(&answers, || taken_ids().len() == 3);
+        assert_eq!(taken_ids(), [7, 8, 9]);
+        answers.state.lock().read_claimed = true;
+        client.write_all(&last[5..]).await.unwrap();
+        look_until(&answers, || taken_ids().len() == 4);
+        assert_eq!(taken_ids(), [7, 8, 9, 10]);
+        assert!(answers.take_handed().is_none(), "nothing handed back");
+        // A request, then a frame of another kind: the request is taken,
+        // the other frame's bytes go back with the read side.
+        answers.state.lock().read_claimed = true;
+        let mut mixed = request(11);
+        let mut ping = BytesMut::new();
+        OutFrame::control(FrameKind::Ping, 0)
+            .encode(&mut ping, 1 << 20)
+            .unwrap();
+        mixed.extend_from_slice(&ping);
+        client.write_all(&mixed).await.unwrap();
+        look_until(&answers, || !answers.state.lock().read_lent);
+        assert_eq!(taken_ids(), [7, 8, 9, 10, 11]);
         let (bytes, error) = answers.take_handed().expect("the bytes read");
         assert!(error.is_none());
-        assert_eq!(&bytes[..], &two[..]);
+        assert_eq!(&bytes[..], &ping[..]);
+        // The start of a request when the task takes its read side back:
+        // it goes back too, to be read before the socket.
+        lend(&answers);
+        let next = request(12);
+        client.write_all(&next[..9]).await.unwrap();
+        look_until(&answers, || !answers.state.lock().inbox.is_empty());
+        answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 20);
+        let (bytes, _) = answers.take_handed().expect("the start of a request");
+        assert_eq!(&bytes[..], &next[..9]);
+        assert_eq!(taken_ids().len(), 5, "not taken");
         answers.close();
         drop(write);
     }

@@ -1,6 +1,7 @@
 //! The read side of a connection's socket lent to the worker pool: a worker
-//! that has just written a lone caller's answer reads the caller's next
-//! request itself, and starts it, while the connection's task sleeps.
+//! that has just written a caller's answers — a lone caller's one, or the
+//! last of a pipelining caller's run — reads the caller's next requests
+//! itself, and starts them, while the connection's task sleeps.
 //!
 //! # Why
 //!
@@ -13,18 +14,30 @@
 //! server, and the runtime thread's wake-up for the socket is off the round
 //! trip (measured in `examples/lone_call_threads.rs`).
 //!
+//! A pipelining caller alone on the pool (1:100) pays the same per run of
+//! requests, and worse: the worker woken for a run preempts the runtime
+//! thread on its core, runs the run and writes its answers, and the
+//! caller, answered in small pieces, sends its next requests in small
+//! pieces too, so the runs stay short and the two threads take turns with
+//! a core idle between them (BENCHMARKS: "A worker reads a pipelining
+//! caller's runs"). A worker that reads the next run itself is the
+//! connection's only thread, as the task is in direct dispatch.
+//!
 //! # What a worker takes, and what it leaves
 //!
-//! One `recv` per look, into a buffer of [`READ_MAX`] bytes on the worker's
-//! stack. A worker keeps what it read only when it is exactly one whole
-//! request frame, small enough for the connection's read buffer (a larger
-//! one takes the frame budget, which is the task's) and not compressed;
-//! anything else — nothing yet, a partial frame, several
-//! frames, a frame of another kind (a `Cancel`, a ping, a stream's), a large
-//! or malformed one, the end of the stream, an error — is handed back to the
-//! connection's task with the bytes read, which it reads before the socket
-//! (`FrameReader::unread`), so nothing is lost or reordered and every
-//! unusual case goes the task's usual way.
+//! One `recv` per look, of up to [`RECV_SIZE`] bytes, into the loan's
+//! inbox, which keeps the start of a request whose rest has not come yet.
+//! A worker keeps the whole request frames at the front of what it holds —
+//! each small enough for the connection's read buffer (a larger one takes
+//! the frame budget, which is the task's) and not compressed — so a
+//! pipelining caller's run of requests (1:100) is read, run and answered by
+//! one worker, as by the task in direct dispatch. Anything else — a frame of
+//! another kind (a `Cancel`, a ping, a stream's), a large or malformed
+//! one, the end of the stream, an error — is handed back to the
+//! connection's task with everything read behind it, and so is a request
+//! still in part when the loan ends; the task reads those bytes before the
+//! socket (`FrameReader::unread`), so nothing is lost or reordered and
+//! every unusual case goes the task's usual way.
 //!
 //! The connection side ([`TakeRequest`]) turns the frame into a call, and
 //! records it for its task, under the lock that ends the loan: the task
@@ -35,11 +48,10 @@
 //! the workers before its halves drop.
 
 use std::io;
-use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use rpc_codec::{read_header, Frame, FrameKind};
 use rpc_transport::RawSocket;
 
@@ -49,74 +61,138 @@ use super::PoolAnswers;
 /// connection's task (and its frame budget).
 pub(crate) const READ_MAX: usize = 8 * 1024;
 
-/// The connection's side of a lent read: what makes a call of a request a
-/// worker read.
+/// How much one look reads at most: a pipelining caller's run of requests
+/// in one `recv`.
+pub(crate) const RECV_SIZE: usize = 32 * 1024;
+
+/// The socket's receive low-water mark while its read side is lent: past
+/// what one look reads, so the kernel does not wake the runtime thread for
+/// the requests a worker takes (see `PoolAnswers::poll_news`).
+pub(crate) const LENT_LOWAT: usize = RECV_SIZE + 1;
+
+/// The connection's side of a lent read: what makes calls of the requests
+/// a worker read.
 pub(crate) trait TakeRequest: Send + Sync {
-    /// Called with the connection's answers locked, for a request frame a
-    /// worker read at `received`: records the call where the connection's
-    /// task finds it (before the lock is let go) and counts it in `answers`
-    /// ([`PoolAnswers::reserve`]); returns what starts it (or answers its
-    /// error), run once the lock is let go — it may answer, which takes the
-    /// lock.
+    /// Called with the connection's answers locked, for the request frames
+    /// a worker read at `received` (it drains `frames`): records each call
+    /// where the connection's task finds it (before the lock is let go) and
+    /// counts it in `answers` ([`PoolAnswers::reserve`]); returns what
+    /// starts them (or answers their errors), run once the lock is let go —
+    /// it may answer, which takes the lock.
     fn take(
         &self,
-        frame: Frame,
+        frames: &mut Vec<Frame>,
         received: Instant,
         answers: &Arc<PoolAnswers>,
     ) -> Box<dyn FnOnce() + Send>;
 }
 
-/// What one look at the socket found.
-pub(super) enum Found {
-    /// Nothing to read yet.
-    Nothing,
-    /// One whole request, and nothing behind it.
-    Request(Frame, usize),
-    /// Something for the connection's task: the bytes read (maybe none), and
-    /// the read's error, if it failed.
-    HandBack(BytesMut, Option<io::Error>),
+/// What one look at the socket found, beside the whole requests it moved
+/// into `frames`.
+#[derive(Default)]
+pub(super) struct Look {
+    /// Bytes of the requests moved into `frames`.
+    pub taken: usize,
+    /// Something for the connection's task, which ends the loan: the bytes
+    /// read from there on (maybe none), and the read's error, if it failed.
+    pub hand_back: Option<(BytesMut, Option<io::Error>)>,
 }
 
-/// Reads what `socket` holds now (see the module docs for what is kept):
-/// a request of at most `max` bytes (and [`READ_MAX`]) is kept.
+/// Reads what `socket` holds now into `inbox` (see the module docs for
+/// what is kept), and moves the whole requests at its front, of at most
+/// `max` bytes each, into `frames`.
 ///
 /// # Safety
 ///
 /// The socket must stay open for the call, and nothing else may read it
 /// meanwhile (the lent read side's lock).
-pub(super) unsafe fn read_request(socket: RawSocket, max: usize) -> Found {
-    let mut scratch = [MaybeUninit::<u8>::uninit(); READ_MAX];
+pub(super) unsafe fn read_requests(
+    socket: RawSocket,
+    inbox: &mut BytesMut,
+    max: usize,
+    frames: &mut Vec<Frame>,
+) -> Look {
+    inbox.reserve(RECV_SIZE);
+    let spare = inbox.spare_capacity_mut();
+    let want = spare.len().min(RECV_SIZE);
     // SAFETY: the caller's contract.
-    let n = match unsafe { socket.recv_now(&mut scratch) } {
-        Ok(n) => n,
+    match unsafe { socket.recv_now(&mut spare[..want]) } {
+        // The end of the stream: the task reads it again, after the bytes.
+        Ok(0) => return hand_back(inbox, None),
+        Ok(n) => {
+            // SAFETY: `recv_now` initialized the first `n` bytes of the
+            // spare capacity it was given.
+            unsafe { inbox.set_len(inbox.len() + n) };
+        }
         Err(e)
             if matches!(
                 e.kind(),
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
             ) =>
         {
-            return Found::Nothing
+            return Look::default()
         }
-        Err(e) => return Found::HandBack(BytesMut::new(), Some(e)),
-    };
-    // SAFETY: `recv_now` initialized the first `n` bytes (`n` is within
-    // the slice it was given).
-    let read = unsafe { &*(&scratch[..n] as *const [MaybeUninit<u8>] as *const [u8]) };
-    match read_header(read) {
-        Ok(Some(header))
-            if header.kind == FrameKind::Request
-                && header.frame_len() == n as u64
-                && n <= max
-                // Opening a compressed body takes time the loan's lock
-                // must not be held for: the task opens it.
-                && !rpc_codec::compression::is_compressed(header.flags) =>
-        {
-            match Frame::from_bytes(header, Bytes::copy_from_slice(read)) {
-                Ok(frame) => Found::Request(frame, n),
-                // The task reads the same bytes, and fails the same way.
-                Err(_) => Found::HandBack(BytesMut::from(read), None),
+        Err(e) => return hand_back(inbox, Some(e)),
+    }
+    let mut taken = 0;
+    loop {
+        let header = match read_header(inbox) {
+            // The start of a frame: kept for the next look.
+            Ok(None) => break,
+            Ok(Some(header)) => header,
+            Err(_) => {
+                return Look {
+                    taken,
+                    ..hand_back(inbox, None)
+                }
+            }
+        };
+        let len = header.frame_len();
+        let kept = header.kind == FrameKind::Request
+            && len <= max as u64
+            // Opening a compressed body takes time the loan's lock must
+            // not be held for: the task opens it.
+            && !rpc_codec::compression::is_compressed(header.flags);
+        if !kept {
+            return Look {
+                taken,
+                ..hand_back(inbox, None)
+            };
+        }
+        // `len <= max`, a `usize`.
+        let len = len as usize;
+        if inbox.len() < len {
+            // The rest of it has not come yet.
+            break;
+        }
+        let bytes = inbox.split_to(len).freeze();
+        match Frame::from_bytes(header, bytes.clone()) {
+            Ok(frame) => {
+                frames.push(frame);
+                taken += len;
+            }
+            // The task reads the same bytes, and fails the same way.
+            Err(_) => {
+                let mut back = BytesMut::from(&bytes[..]);
+                back.extend_from_slice(inbox);
+                inbox.clear();
+                return Look {
+                    taken,
+                    hand_back: Some((back, None)),
+                };
             }
         }
-        _ => Found::HandBack(BytesMut::from(read), None),
+    }
+    Look {
+        taken,
+        hand_back: None,
+    }
+}
+
+/// Everything `inbox` holds goes back to the task, with `error`.
+fn hand_back(inbox: &mut BytesMut, error: Option<io::Error>) -> Look {
+    Look {
+        taken: 0,
+        hand_back: Some((inbox.split(), error)),
     }
 }
