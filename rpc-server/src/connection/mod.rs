@@ -278,6 +278,7 @@ async fn serve_halves<R, W>(
                             .read_buffer_max
                             .max(transport.read_buffer_min)
                             .min(transport.max_frame_size),
+                        ctx.config.max_in_flight_per_connection,
                     )
             }
         }),
@@ -505,7 +506,7 @@ async fn serve_halves<R, W>(
             // (a `Cancel` read next finds its call), then what they read
             // and left for this task, which comes before the socket.
             if std::mem::take(&mut read_lent) {
-                run_loans.back(pooled.worker_bytes());
+                run_loans.back(pooled.worker_bytes(), pooled.read_loans());
                 if let Some(started) = &worker_started {
                     drain_started(&ctx, started, &mut live);
                 }
@@ -612,7 +613,7 @@ async fn serve_halves<R, W>(
                     && lane.pool.spins()
                     && run_loans.may_lend();
                 if run {
-                    run_loans.lent(lane.answers.worker_bytes());
+                    run_loans.lent(lane.answers.worker_bytes(), lane.answers.read_loans());
                 }
                 lone || run
             });

@@ -57,8 +57,9 @@ pub(super) const LENT_READ_TICK: Duration = Duration::from_millis(1);
 pub(super) struct RunLoans {
     misses: u32,
     skip: u32,
-    /// The workers' bytes read when the loan was made.
-    lent_at: Option<u64>,
+    /// The workers' bytes read, and the connection's loans, when the task
+    /// chose to lend.
+    lent_at: Option<(u64, u64)>,
 }
 
 impl RunLoans {
@@ -76,17 +77,24 @@ impl RunLoans {
         }
     }
 
-    /// A loan for a run was made, the workers having read `worker_bytes`.
-    pub(super) fn lent(&mut self, worker_bytes: u64) {
-        self.lent_at = Some(worker_bytes);
+    /// The task chose to lend for a run, the workers having read
+    /// `worker_bytes` and `loans` loans having been made
+    /// (`PoolAnswers::read_loans`).
+    pub(super) fn lent(&mut self, worker_bytes: u64, loans: u64) {
+        self.lent_at = Some((worker_bytes, loans));
     }
 
-    /// The read side is back, the workers having read `worker_bytes`.
-    pub(super) fn back(&mut self, worker_bytes: u64) {
-        let Some(at) = self.lent_at.take() else {
+    /// The read side is back, the workers having read `worker_bytes`, with
+    /// `loans` made: a loan that read nothing is a miss; a wait that made
+    /// none (news came first) is not.
+    pub(super) fn back(&mut self, worker_bytes: u64, loans: u64) {
+        let Some((bytes_at, loans_at)) = self.lent_at.take() else {
             return;
         };
-        if worker_bytes == at {
+        if loans == loans_at {
+            return;
+        }
+        if worker_bytes == bytes_at {
             self.misses = self.misses.saturating_add(1);
             self.skip = (1u32 << self.misses.min(10)).min(Self::MAX_SKIP);
         } else {
@@ -249,32 +257,36 @@ mod tests {
     fn loans_that_read_nothing_back_off_and_one_that_reads_resets() {
         let mut loans = RunLoans::default();
         assert!(loans.may_lend(), "tries at first");
-        loans.lent(0);
-        loans.back(0);
+        loans.lent(0, 0);
+        loans.back(0, 1);
         // One miss: the next 2 chances are skipped.
         assert!(!loans.may_lend());
         assert!(!loans.may_lend());
         assert!(loans.may_lend());
-        loans.lent(0);
-        loans.back(0);
+        loans.lent(0, 1);
+        loans.back(0, 2);
         // Two misses: 4 skipped.
         assert_eq!((0..4).filter(|_| loans.may_lend()).count(), 0);
         assert!(loans.may_lend());
         // A loan that read resets the count.
-        loans.lent(0);
-        loans.back(100);
+        loans.lent(0, 2);
+        loans.back(100, 3);
+        assert!(loans.may_lend());
+        // A wait that made no loan is no miss.
+        loans.lent(100, 3);
+        loans.back(100, 3);
         assert!(loans.may_lend());
         // Many misses skip at most `MAX_SKIP` chances.
-        for _ in 0..40 {
-            loans.lent(100);
-            loans.back(100);
+        for n in 0..40 {
+            loans.lent(100, n);
+            loans.back(100, n + 1);
         }
         let skipped = (0..=RunLoans::MAX_SKIP)
             .take_while(|_| !loans.may_lend())
             .count();
         assert_eq!(skipped as u32, RunLoans::MAX_SKIP);
         // A read side back that was not lent for a run changes nothing.
-        loans.back(7);
+        loans.back(7, 99);
         assert!(loans.may_lend());
     }
 }

@@ -106,11 +106,15 @@ impl Rhythm {
             None
         };
         let next = spun.or_else(|| shared.queue.poll(timeout));
-        let streak = match since.elapsed() < IDLE_SPIN {
-            true => self.streak.saturating_add(1),
-            false => 0,
-        };
-        self.set_streak(shared, streak);
+        // Only a lone task's wait counts for the streak (a run's says
+        // nothing of a lone caller's rhythm).
+        if run == 1 {
+            let streak = match since.elapsed() < IDLE_SPIN {
+                true => self.streak.saturating_add(1),
+                false => 0,
+            };
+            self.set_streak(shared, streak);
+        }
         next
     }
 

@@ -170,6 +170,12 @@ pub(crate) struct PoolAnswers {
     /// The largest request a worker keeps (what the connection's reader
     /// reads into its own buffer, at most `pool_reads::READ_MAX`).
     max_request: usize,
+    /// The connection's calls in flight at most
+    /// (`max_in_flight_per_connection`): a worker reads no request past it.
+    max_calls: usize,
+    /// Loans of the read side made so far (the task tells a loan that read
+    /// nothing from a wait that made none).
+    read_loans: AtomicU64,
     /// Bytes of requests workers read and kept (the task's idle watch counts
     /// them as its own reads).
     worker_bytes: AtomicU64,
@@ -256,6 +262,8 @@ impl PoolAnswers {
             socket: None,
             taker: None,
             max_request: 0,
+            max_calls: 0,
+            read_loans: AtomicU64::new(0),
             worker_bytes: AtomicU64::new(0),
         }
     }
@@ -282,13 +290,25 @@ impl PoolAnswers {
     /// request and start it through `taker` (see "The read side lent").
     /// Only with a socket to lend. A worker keeps requests of up to
     /// `max_request` bytes: what the connection's reader reads into its own
-    /// buffer (a larger one holds the frame budget, which is the task's).
-    pub fn reading(mut self, taker: impl TakeRequest + 'static, max_request: usize) -> Self {
+    /// buffer (a larger one holds the frame budget, which is the task's);
+    /// and none while the connection has `max_calls` calls on the pool.
+    pub fn reading(
+        mut self,
+        taker: impl TakeRequest + 'static,
+        max_request: usize,
+        max_calls: usize,
+    ) -> Self {
         if self.socket.is_some() {
             self.taker = Some(Box::new(taker));
             self.max_request = max_request.min(super::pool_reads::READ_MAX);
+            self.max_calls = max_calls;
         }
         self
+    }
+
+    /// Loans of the read side made so far.
+    pub fn read_loans(&self) -> u64 {
+        self.read_loans.load(Ordering::Relaxed)
     }
 
     /// Whether the task may lend its read side ([`reading`](Self::reading)).
@@ -373,7 +393,9 @@ impl PoolAnswers {
                 }
                 st.read_claimed = true;
             }
-            st.read_lent = true;
+            if !std::mem::replace(&mut st.read_lent, true) {
+                self.read_loans.fetch_add(1, Ordering::Relaxed);
+            }
             if let Some(lender) = &self.socket {
                 // Requests a worker takes wake no runtime thread: the kernel
                 // signals the socket readable only past a request's size.
@@ -575,15 +597,17 @@ impl PoolAnswers {
         }
         st.read_claimed = false;
         if !st.inbox.is_empty() {
-            let rest = st.inbox.split();
+            let rest = std::mem::take(&mut st.inbox);
             hand_to_task(st, rest, None);
         }
     }
 }
 
 /// Leaves `bytes` (and the read's `error`) for the task, after anything
-/// left before that it has not taken yet.
+/// left before that it has not taken yet (never, as the task takes what
+/// was left before it lends again; merged all the same).
 fn hand_to_task(st: &mut State, bytes: BytesMut, error: Option<std::io::Error>) {
+    debug_assert!(st.handed.is_none(), "taken before the next loan");
     st.handed = Some(match st.handed.take() {
         Some((mut before, earlier)) => {
             before.extend_from_slice(&bytes);
@@ -640,8 +664,15 @@ impl crate::pool::IdlePoll for PoolAnswers {
             // them), and the task does not read while `read_lent` is set (it
             // lends only while it is not reading, and clears it under this
             // lock before it reads again).
+            let room = self.max_calls.saturating_sub(self.in_flight());
             let look = unsafe {
-                read_requests(lender.socket, &mut st.inbox, self.max_request, &mut frames)
+                read_requests(
+                    lender.socket,
+                    &mut st.inbox,
+                    self.max_request,
+                    &mut frames,
+                    room,
+                )
             };
             let start = (!frames.is_empty()).then(|| {
                 // The last answer of these claims the read side again.
@@ -653,7 +684,10 @@ impl crate::pool::IdlePoll for PoolAnswers {
                     .stats
                     .worker_reads
                     .fetch_add(frames.len() as u64, Ordering::Relaxed);
-                taker.take(&mut frames, std::time::Instant::now(), &self)
+                let start = taker.take(&mut frames, std::time::Instant::now(), &self);
+                // A frame left behind would be taken again.
+                debug_assert!(frames.is_empty(), "the taker takes every frame");
+                start
             });
             st.frames = frames;
             let waker = look.hand_back.and_then(|(bytes, error)| {
@@ -1204,15 +1238,90 @@ mod tests {
     }
 
     /// Looks at the lent read side as a worker would until `done` holds (or
-    /// a second passes).
+    /// a second passes), claiming it again after each take (as the answer
+    /// of the last call taken would).
     fn look_until(answers: &Arc<PoolAnswers>, done: impl Fn() -> bool) {
         use crate::pool::IdlePoll;
         let end = std::time::Instant::now() + std::time::Duration::from_secs(1);
         while !done() && std::time::Instant::now() < end {
+            {
+                let mut st = answers.state.lock();
+                st.read_claimed = st.read_lent;
+            }
             if answers.clone().poll() {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
+    }
+
+    /// Answers lent to a worker as in a task's wait, with `Taken` as taker
+    /// and `max_calls` calls at most.
+    async fn lent_reading(
+        max_calls: usize,
+    ) -> (
+        Arc<PoolAnswers>,
+        Arc<Taken>,
+        tokio::net::TcpStream,
+        (
+            tokio::net::tcp::OwnedReadHalf,
+            tokio::net::tcp::OwnedWriteHalf,
+        ),
+    ) {
+        let (read, write, client) = socket_pair().await;
+        let (answers, _) = lent_answers(&write, 1 << 20);
+        let taken = Arc::new(Taken::default());
+        let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
+            taken.clone(),
+            1 << 20,
+            max_calls,
+        ));
+        {
+            let mut st = answers.state.lock();
+            st.lent = true;
+            st.read_lent = true;
+            st.read_claimed = true;
+        }
+        (answers, taken, client, (read, write))
+    }
+
+    #[tokio::test]
+    async fn a_worker_reads_no_request_past_the_connections_limit() {
+        use tokio::io::AsyncWriteExt;
+        let (answers, taken, mut client, _halves) = lent_reading(2).await;
+        let mut three = request(1);
+        three.extend_from_slice(&request(2));
+        let last = request(3);
+        three.extend_from_slice(&last);
+        client.write_all(&three).await.unwrap();
+        look_until(&answers, || !answers.state.lock().read_lent);
+        assert_eq!(*taken.0.lock(), [1, 2], "two calls at most");
+        let (bytes, _) = answers.take_handed().expect("the third goes back");
+        assert_eq!(&bytes[..], &last[..]);
+        answers.close();
+    }
+
+    #[tokio::test]
+    async fn the_start_of_a_request_goes_back_when_nobody_will_read() {
+        use tokio::io::AsyncWriteExt;
+        let (answers, taken, mut client, _halves) = lent_reading(1000).await;
+        let next = request(4);
+        client.write_all(&next[..20]).await.unwrap();
+        look_until(&answers, || !answers.state.lock().inbox.is_empty());
+        crate::pool::IdlePoll::release(answers.clone());
+        assert!(taken.0.lock().is_empty());
+        let (bytes, _) = answers.take_handed().expect("the start of a request");
+        assert_eq!(&bytes[..], &next[..20]);
+        // Closed while a start is held: nothing is kept.
+        {
+            let mut st = answers.state.lock();
+            st.lent = true;
+            st.read_lent = true;
+            st.read_claimed = true;
+        }
+        client.write_all(&next[20..30]).await.unwrap();
+        look_until(&answers, || !answers.state.lock().inbox.is_empty());
+        answers.close();
+        assert!(answers.state.lock().inbox.is_empty());
     }
 
     #[tokio::test]
@@ -1221,11 +1330,11 @@ mod tests {
         let (_read, write, mut client) = socket_pair().await;
         let (answers, _) = lent_answers(&write, 1 << 20);
         let taken = Arc::new(Taken::default());
-        let answers = Arc::new(
-            Arc::into_inner(answers)
-                .expect("one handle")
-                .reading(taken.clone(), 1 << 20),
-        );
+        let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
+            taken.clone(),
+            1 << 20,
+            1000,
+        ));
         let lend = |answers: &Arc<PoolAnswers>| {
             let mut st = answers.state.lock();
             st.lent = true;

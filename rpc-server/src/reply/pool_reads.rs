@@ -39,8 +39,8 @@
 //! socket (`FrameReader::unread`), so nothing is lost or reordered and
 //! every unusual case goes the task's usual way.
 //!
-//! The connection side ([`TakeRequest`]) turns the frame into a call, and
-//! records it for its task, under the lock that ends the loan: the task
+//! The connection side ([`TakeRequest`]) turns the frames into calls, and
+//! records them for its task, under the lock that ends the loan: the task
 //! that takes its read side back finds every call a worker started before
 //! any frame read after it (a `Cancel` finds its call; a deadline is
 //! watched). The lock is the one of the connection's answers
@@ -100,7 +100,9 @@ pub(super) struct Look {
 
 /// Reads what `socket` holds now into `inbox` (see the module docs for
 /// what is kept), and moves the whole requests at its front, of at most
-/// `max` bytes each, into `frames`.
+/// `max` bytes each and at most `room` of them, into `frames`. With more
+/// than `room` whole requests, the rest goes back to the task, which reads
+/// no more while the connection has `max_in_flight_per_connection` calls.
 ///
 /// # Safety
 ///
@@ -111,7 +113,11 @@ pub(super) unsafe fn read_requests(
     inbox: &mut BytesMut,
     max: usize,
     frames: &mut Vec<Frame>,
+    room: usize,
 ) -> Look {
+    if room == 0 {
+        return hand_back(inbox, None);
+    }
     inbox.reserve(RECV_SIZE);
     let spare = inbox.spare_capacity_mut();
     let want = spare.len().min(RECV_SIZE);
@@ -148,7 +154,8 @@ pub(super) unsafe fn read_requests(
             }
         };
         let len = header.frame_len();
-        let kept = header.kind == FrameKind::Request
+        let kept = frames.len() < room
+            && header.kind == FrameKind::Request
             && len <= max as u64
             // Opening a compressed body takes time the loan's lock must
             // not be held for: the task opens it.
