@@ -57,13 +57,14 @@ use rpc_transport::RawSocket;
 
 use super::PoolAnswers;
 
-/// The largest request a worker reads itself; larger ones go to the
-/// connection's task (and its frame budget).
-pub(crate) const READ_MAX: usize = 8 * 1024;
-
 /// How much one look reads at most: a pipelining caller's run of requests
 /// in one `recv`.
 pub(crate) const RECV_SIZE: usize = 32 * 1024;
+
+/// The largest request a worker reads itself (what one look can read);
+/// larger ones go to the connection's task (and, past its read buffer, its
+/// frame budget).
+pub(crate) const READ_MAX: usize = RECV_SIZE;
 
 /// The socket's receive low-water mark while its read side is lent: past
 /// what one look reads, so the kernel does not wake the runtime thread for
