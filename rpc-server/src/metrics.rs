@@ -226,7 +226,7 @@ impl Collector for ServerCollector {
         single(
             e,
             "brisk_worker_reads",
-            "Requests a worker read itself, on the read side its connection lent (lone callers).",
+            "Requests a worker read itself, on the read side its connection lent (lone and pipelining callers).",
             counter(stats.worker_reads),
         )?;
         single(

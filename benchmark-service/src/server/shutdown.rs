@@ -46,7 +46,7 @@ pub(super) fn shutdown_text(
          connections      {} accepted, {} refused, {} evicted\n  \
          busy-polled      {} frames ({} read by the poll itself)\n  \
          worker writes    {} (pooled answers written by the worker, no wake-up)\n  \
-         worker reads     {} (requests a worker read itself, lone callers)",
+         worker reads     {} (requests a worker read itself, lone and pipelining callers)",
         if report.drained {
             "all in-flight calls"
         } else {
