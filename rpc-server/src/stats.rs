@@ -37,9 +37,9 @@ pub struct ServerStats {
     /// task saved; plain sockets only).
     pub worker_writes: AtomicU64,
     /// Requests a worker read itself, on the read side its connection lent
-    /// while a lone caller kept its rhythm (each a wake-up of the
-    /// connection's task and a hand-over to the pool saved; plain sockets
-    /// only).
+    /// while a lone caller kept its rhythm or a pipelining caller had the
+    /// pool to itself (each a wake-up of the connection's task and a
+    /// hand-over to the pool saved; plain sockets only).
     pub worker_reads: AtomicU64,
 }
 
