@@ -257,6 +257,52 @@ async fn a_pipelining_callers_requests_are_read_by_a_worker_and_each_answered_on
     .await;
 }
 
+impl Raw {
+    /// While a pipelining caller is in its rhythm (`waiting` in flight),
+    /// sends one run — `block(ms)` as call `first`, `quick` calls of
+    /// `block(0)` behind it, then, with `cancel`, the first call's `Cancel`
+    /// — and waits until every other call is answered, `Ok`. Returns when
+    /// the run was sent.
+    async fn run_behind(
+        &mut self,
+        mut waiting: HashSet<u64>,
+        first: u64,
+        ms: u64,
+        quick: u64,
+        cancel: bool,
+    ) -> Instant {
+        let mut run = BytesMut::new();
+        request(first, "block", ms)
+            .encode(&mut run, 1 << 20)
+            .unwrap();
+        for i in 1..=quick {
+            request(first + i, "block", 0)
+                .encode(&mut run, 1 << 20)
+                .unwrap();
+            waiting.insert(first + i);
+        }
+        if cancel {
+            OutFrame::control(FrameKind::Cancel, first)
+                .encode(&mut run, 1 << 20)
+                .unwrap();
+        }
+        let sent = Instant::now();
+        self.stream.write_all(&run).await.unwrap();
+        while !waiting.is_empty() {
+            self.expect_ok_of(&mut waiting).await;
+        }
+        sent
+    }
+}
+
+/// Whether workers read `run` requests since they had read `reads`; on the
+/// last of [`RUN_TRIES`], that they did.
+fn read_by_workers(server: &ServerHandle, reads: u64, run: u64, tried: usize) -> bool {
+    let read = server.stats().worker_reads - reads >= run;
+    assert!(read || tried < RUN_TRIES, "no run read by a worker");
+    read
+}
+
 #[tokio::test]
 async fn a_blocking_call_in_a_run_a_worker_read_stalls_nothing_else() {
     bounded(60, async {
@@ -264,34 +310,19 @@ async fn a_blocking_call_in_a_run_a_worker_read_stalls_nothing_else() {
         let mut raw = Raw::connect(&server).await;
         let mut id = 1;
         for tried in 1..=RUN_TRIES {
-            let (next, mut waiting) = raw.pipeline_open(&server, id, 64, 200).await;
+            let (next, waiting) = raw.pipeline_open(&server, id, 64, 200).await;
             let reads = server.stats().worker_reads;
             // One run: a call that blocks 1.5 s, then 20 that do not.
-            let sent = Instant::now();
-            let mut run = BytesMut::new();
-            request(next, "block", 1500)
-                .encode(&mut run, 1 << 20)
-                .unwrap();
-            for i in 1..=20 {
-                request(next + i, "block", 0)
-                    .encode(&mut run, 1 << 20)
-                    .unwrap();
-                waiting.insert(next + i);
-            }
-            raw.stream.write_all(&run).await.unwrap();
-            while !waiting.is_empty() {
-                raw.expect_ok_of(&mut waiting).await;
-            }
+            let sent = raw.run_behind(waiting, next, 1500, 20, false).await;
             // And a call sent while it still blocks.
             raw.send(next + 21, 0, 0).await;
             raw.expect_ok(next + 21).await;
             let after = sent.elapsed();
             assert!(after < Duration::from_millis(1500), "{after:?}");
             raw.expect_ok(next).await;
-            if server.stats().worker_reads - reads >= 21 {
+            if read_by_workers(&server, reads, 21, tried) {
                 break;
             }
-            assert!(tried < RUN_TRIES, "no run read by a worker");
             id = next + 22;
         }
         server.shutdown().await;
@@ -306,28 +337,11 @@ async fn a_cancel_behind_a_run_a_worker_read_finds_its_call() {
         let mut raw = Raw::connect(&server).await;
         let mut id = 1;
         for tried in 1..=RUN_TRIES {
-            let (next, mut waiting) = raw.pipeline_open(&server, id, 64, 200).await;
+            let (next, waiting) = raw.pipeline_open(&server, id, 64, 200).await;
             let reads = server.stats().worker_reads;
             // One run: a call that blocks 3 s, 10 that do not, then its
             // cancel.
-            let mut run = BytesMut::new();
-            request(next, "block", 3000)
-                .encode(&mut run, 1 << 20)
-                .unwrap();
-            for i in 1..=10 {
-                request(next + i, "block", 0)
-                    .encode(&mut run, 1 << 20)
-                    .unwrap();
-                waiting.insert(next + i);
-            }
-            OutFrame::control(FrameKind::Cancel, next)
-                .encode(&mut run, 1 << 20)
-                .unwrap();
-            let cancelled = Instant::now();
-            raw.stream.write_all(&run).await.unwrap();
-            while !waiting.is_empty() {
-                raw.expect_ok_of(&mut waiting).await;
-            }
+            let cancelled = raw.run_behind(waiting, next, 3000, 10, true).await;
             while seen.cancelled.load(Ordering::SeqCst) < tried && cancelled.elapsed() < MARGIN {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
@@ -339,10 +353,9 @@ async fn a_cancel_behind_a_run_a_worker_read_finds_its_call() {
             // Nothing is answered for the cancelled call.
             raw.send(next + 11, 0, 0).await;
             raw.expect_ok(next + 11).await;
-            if server.stats().worker_reads - reads >= 11 {
+            if read_by_workers(&server, reads, 11, tried) {
                 break;
             }
-            assert!(tried < RUN_TRIES, "no run read by a worker");
             id = next + 12;
         }
         server.shutdown().await;
