@@ -376,7 +376,7 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
-        // A call of this batch went to the pool (see `lend_read` below).
+        // Calls of this batch that went to the pool (see `lend_read` below).
         let pooled_now = std::cell::Cell::new(0);
         // Calls on the pool before this batch (see `lend_read` below).
         let pooled_before = pooled.map_or(0, PoolAnswers::in_flight);

@@ -220,8 +220,8 @@ pub(super) struct Conn<'a, 'b> {
     /// Set when the connection was evicted: new requests are answered its
     /// eviction error.
     pub(super) evicted: Option<&'b Ticket>,
-    /// Set when a call goes to the pool (its worker will look at a read
-    /// side lent after this batch; see `worker_reads`).
+    /// Counts the batch's calls that go to the pool (their workers will
+    /// look at a read side lent after this batch; see `worker_reads`).
     pub(super) pooled: &'b std::cell::Cell<usize>,
 }
 
