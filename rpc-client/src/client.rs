@@ -40,7 +40,7 @@ use crate::config::{PoolHold, StaticAddr};
 use crate::connect::Connect;
 use crate::connections::Lease;
 use crate::{CallOptions, ClientConfig};
-use rpc_registry::{Registry, ServiceInstance, StaticRegistry};
+use rpc_registry::{Discovery, Registry, ServiceInstance, StaticRegistry};
 
 struct Inner {
     config: ClientConfig,
@@ -413,6 +413,11 @@ impl Client {
     }
 
     /// The registry the servers come from (a static list unless configured).
+    ///
+    /// A client built from addresses calls those addresses for good: its
+    /// registry is a static list of them, and what is registered into it
+    /// later is not followed (share a [`StaticRegistry`] through
+    /// [`ClientBuilder::registry`] for that).
     pub fn registry(&self) -> &Arc<dyn Registry> {
         self.inner.cluster.registry()
     }
@@ -634,18 +639,30 @@ impl ClientBuilder {
                     .insert(method.to_owned(), Duration::from_millis(*ms));
             }
         }
-        let registry: Arc<dyn Registry> = match (self.registry, &self.config.registry) {
-            (Some(registry), _) => registry,
-            (None, Some(url)) => rpc_registry::connect(url).await?,
-            (None, None) => Arc::new(StaticRegistry::new(
-                self.config
-                    .static_addrs()
-                    .into_iter()
-                    .map(|a| ServiceInstance::any(a.addr).with_weight(a.weight))
-                    .collect(),
-            )),
-        };
-        let discovery = registry.discover(self.config.service.as_deref()).await?;
+        let service = self.config.service.as_deref();
+        let (registry, discovery): (Arc<dyn Registry>, Discovery) =
+            match (self.registry, &self.config.registry) {
+                (Some(registry), _) => {
+                    let discovery = registry.discover(service).await?;
+                    (registry, discovery)
+                }
+                (None, Some(url)) => {
+                    let registry = rpc_registry::connect(url).await?;
+                    let discovery = registry.discover(service).await?;
+                    (registry, discovery)
+                }
+                (None, None) => {
+                    let instances: Vec<ServiceInstance> = self
+                        .config
+                        .static_addrs()
+                        .into_iter()
+                        .map(|a| ServiceInstance::any(a.addr).with_weight(a.weight))
+                        .collect();
+                    // The client's own addresses: a list that never changes.
+                    let discovery = Discovery::fixed(instances.clone());
+                    (Arc::new(StaticRegistry::new(instances)), discovery)
+                }
+            };
         let cluster = Cluster::start(&self.config, transport, registry, discovery).await?;
         let idempotent = self.config.idempotent_methods.iter().cloned().collect();
         let compressor = BodyCompressor::from_config(&self.config.compression, "compression")?;

@@ -11,6 +11,8 @@
 //! neither marked down nor already failed for this call; if that leaves nothing
 //! it tries one that is down (it may be back) but not failed, and only then one
 //! that already failed — so a retry lands on *another* server whenever there is one.
+//! A client built from one address has nothing to choose: its calls borrow
+//! that endpoint, which never leaves (see [`Chosen`]).
 //!
 //! **Down marks.** A transport failure (refused connect, connect timeout,
 //! connection closed, write failure) or a `ShuttingDown` answer marks the
@@ -28,7 +30,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, LazyLock, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
@@ -119,6 +121,33 @@ impl ServerEndpoint {
     }
 }
 
+/// The endpoint [`Cluster::choose`] chose for one try of a call.
+///
+/// A client of one fixed address borrows its endpoint from the cluster. The
+/// other clients share it (`Arc`): a registry may drop it from the list while
+/// calls are still on it. Borrowing spares each call a read lock on the
+/// cluster's state and a reference count taken and given back: atomic
+/// writes to two cache lines that every thread making calls writes too.
+/// Measured at 10 connections × 100 calls of 1 KiB with both client threads
+/// calling, it was 5 % of the client's calls per second.
+pub(crate) enum Chosen<'a> {
+    /// The one server of a list that never changes.
+    Only(&'a ServerEndpoint),
+    /// A server of a list that may change.
+    Listed(Arc<ServerEndpoint>),
+}
+
+impl std::ops::Deref for Chosen<'_> {
+    type Target = ServerEndpoint;
+
+    fn deref(&self) -> &ServerEndpoint {
+        match self {
+            Chosen::Only(e) => e,
+            Chosen::Listed(e) => e,
+        }
+    }
+}
+
 /// A call in flight to an endpoint.
 pub(crate) struct InFlight<'a>(&'a ServerEndpoint);
 
@@ -196,6 +225,10 @@ pub struct Cluster {
     registry: Arc<dyn Registry>,
     describe: String,
     state: RwLock<Snapshot>,
+    /// The server of a list that is one address and can never change (a
+    /// client built from one address): every call borrows it, with no lock
+    /// or reference count taken per call (see [`Chosen`]).
+    only: OnceLock<Arc<ServerEndpoint>>,
     /// Dropping it ends the discovery task.
     _stop: oneshot::Sender<()>,
 }
@@ -252,9 +285,16 @@ impl Cluster {
             registry,
             describe,
             state: RwLock::new(Snapshot::default()),
+            only: OnceLock::new(),
             _stop: stop,
         });
-        *cluster.state.write() = cluster.snapshot(&instances, endpoints);
+        let snapshot = cluster.snapshot(&instances, endpoints);
+        if discovery.is_fixed() && snapshot.by_service.is_empty() {
+            if let Some([only]) = snapshot.any.as_ref().map(|l| l.members.as_slice()) {
+                let _ = cluster.only.set(only.endpoint.clone());
+            }
+        }
+        *cluster.state.write() = snapshot;
         tokio::spawn(follow(Arc::downgrade(&cluster), discovery, stopped));
         Ok(cluster)
     }
@@ -271,7 +311,10 @@ impl Cluster {
         service: &str,
         hash_key: Option<&str>,
         failed: &[String],
-    ) -> Result<Arc<ServerEndpoint>, RpcError> {
+    ) -> Result<Chosen<'_>, RpcError> {
+        if let Some(only) = self.only.get() {
+            return Ok(Chosen::Only(only));
+        }
         let state = self.state.read();
         let Some(list) = state.list(service).filter(|l| !l.members.is_empty()) else {
             return Err(RpcError::Connect {
@@ -282,7 +325,7 @@ impl Cluster {
         };
         let members = &list.members;
         if members.len() == 1 {
-            return Ok(members[0].endpoint.clone());
+            return Ok(Chosen::Listed(members[0].endpoint.clone()));
         }
         let now = now_ms();
         let tried = |i: usize| failed.iter().any(|f| *f == members[i].endpoint.addr);
@@ -294,7 +337,7 @@ impl Cluster {
             .or_else(|| picker.pick(members, hash_key, |i| !tried(i)))
             .or_else(|| picker.pick(members, hash_key, |_| true))
             .unwrap_or(0);
-        Ok(members[index].endpoint.clone())
+        Ok(Chosen::Listed(members[index].endpoint.clone()))
     }
 
     /// Per-endpoint counters.
@@ -504,4 +547,63 @@ async fn follow(
 /// ([`RpcError::server_did_not_run`]: shutting down, too many connections).
 pub(crate) fn is_server_failure(e: &RpcError) -> bool {
     e.is_transport() || e.server_did_not_run()
+}
+
+#[cfg(test)]
+mod tests {
+    use rpc_registry::StaticRegistry;
+
+    use super::*;
+
+    fn lazy() -> ClientConfig {
+        ClientConfig {
+            lazy_connect: true,
+            ..ClientConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fixed_single_server_is_borrowed_and_a_live_list_followed() {
+        let config = lazy();
+        let one = || vec![ServiceInstance::any("127.0.0.1:1")];
+        let registry: Arc<dyn Registry> = Arc::new(StaticRegistry::new(one()));
+        let fixed = Cluster::start(
+            &config,
+            config.client_transport(),
+            registry,
+            Discovery::fixed(one()),
+        )
+        .await
+        .unwrap();
+        let chosen = fixed.choose("S", None, &[]).unwrap();
+        assert!(matches!(chosen, Chosen::Only(_)));
+        assert_eq!(chosen.addr(), "127.0.0.1:1");
+
+        // One server of a list that may change: shared per call, and the
+        // change is followed.
+        let registry = StaticRegistry::new(one());
+        let discovery = registry.discover(None).await.unwrap();
+        let live = Cluster::start(
+            &config,
+            config.client_transport(),
+            Arc::new(registry.clone()),
+            discovery,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(
+            live.choose("S", None, &[]).unwrap(),
+            Chosen::Listed(_)
+        ));
+        registry.set(vec![ServiceInstance::any("127.0.0.1:2")]);
+        let mut moved = false;
+        for _ in 0..200 {
+            if live.choose("S", None, &[]).unwrap().addr() == "127.0.0.1:2" {
+                moved = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(moved, "the new list was not followed");
+    }
 }

@@ -38,6 +38,12 @@ impl Discovery {
         Discovery::new(rx, None)
     }
 
+    /// True when the instances can no longer change: the source has ended
+    /// (a [`fixed`](Discovery::fixed) list, or a registry that was dropped).
+    pub fn is_fixed(&self) -> bool {
+        self.rx.has_changed().is_err()
+    }
+
     /// The instances right now.
     pub fn current(&self) -> Snapshot {
         let snapshot = self.rx.borrow().clone();
@@ -86,12 +92,14 @@ mod tests {
             ServiceInstance::any("c:1"),
         ]));
         let mut d = Discovery::new(rx, Some("A"));
+        assert!(!d.is_fixed(), "its sender is alive");
         let addrs: Vec<_> = d.current().iter().map(|i| i.addr.clone()).collect();
         assert_eq!(addrs, ["c:1", "a:1"]);
         tx.send(normalize(vec![ServiceInstance::new("A", "a:2")]))
             .unwrap();
         assert_eq!(d.changed().await.unwrap()[0].addr, "a:2");
         drop(tx);
+        assert!(d.is_fixed());
         assert!(d.changed().await.is_none());
         assert_eq!(d.current()[0].addr, "a:2");
     }
@@ -103,6 +111,7 @@ mod tests {
             ServiceInstance::any("a:1"),
         ]);
         assert_eq!(d.current().len(), 1);
+        assert!(d.is_fixed());
         assert!(d.changed().await.is_none());
     }
 }
