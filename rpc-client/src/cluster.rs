@@ -12,7 +12,7 @@
 //! it tries one that is down (it may be back) but not failed, and only then one
 //! that already failed — so a retry lands on *another* server whenever there is one.
 //! A client built from one address has nothing to choose: its calls borrow
-//! that endpoint, which never leaves (see [`Chosen`]).
+//! that endpoint, which never leaves (no lock or reference count per call).
 //!
 //! **Down marks.** A transport failure (refused connect, connect timeout,
 //! connection closed, write failure) or a `ShuttingDown` answer marks the
