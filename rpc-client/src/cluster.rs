@@ -244,6 +244,9 @@ impl Cluster {
         discovery: Discovery,
     ) -> Result<Arc<Cluster>, RpcError> {
         let describe = registry.describe();
+        // Asked first: once the source has ended, the list read next is its
+        // last (a value sent just before the end is read by `current`).
+        let fixed = discovery.is_fixed();
         let instances = discovery.current();
         let mut endpoints = HashMap::new();
         let mut first_error = None;
@@ -289,7 +292,7 @@ impl Cluster {
             _stop: stop,
         });
         let snapshot = cluster.snapshot(&instances, endpoints);
-        if discovery.is_fixed() && snapshot.by_service.is_empty() {
+        if fixed && snapshot.by_service.is_empty() {
             if let Some([only]) = snapshot.any.as_ref().map(|l| l.members.as_slice()) {
                 let _ = cluster.only.set(only.endpoint.clone());
             }

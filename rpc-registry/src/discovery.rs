@@ -40,6 +40,8 @@ impl Discovery {
 
     /// True when the instances can no longer change: the source has ended
     /// (a [`fixed`](Discovery::fixed) list, or a registry that was dropped).
+    /// Ask before reading [`current`](Discovery::current): a list sent just
+    /// before the end may not have been read yet, and `current` returns it.
     pub fn is_fixed(&self) -> bool {
         self.rx.has_changed().is_err()
     }

@@ -1,10 +1,12 @@
 //! [`StaticRegistry`]: a fixed list of addresses, also usable as an in-process
 //! registry.
 //!
-//! A client configured with `addrs` (and no `registry`) discovers through one
-//! of these: every address serves every service
-//! ([`ANY_SERVICE`](crate::ANY_SERVICE)) and the list never changes on its own.
-//! Servers may also [`register`](Registry::register) with it, and
+//! A client configured with `addrs` (and no `registry`) reports one of these
+//! as its registry: every address serves every service
+//! ([`ANY_SERVICE`](crate::ANY_SERVICE)). That client calls a fixed list of
+//! those addresses and follows nothing registered into it later; share a
+//! `StaticRegistry` with the client (its builder's `registry`) for that.
+//! Servers may [`register`](Registry::register) with it, and
 //! [`set`](StaticRegistry::set) replaces the list; every discovery sees either at
 //! once. There are no leases: dropping a [`Registration`] removes its entries at
 //! once, like deregistering does.

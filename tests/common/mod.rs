@@ -258,3 +258,31 @@ where
         );
     }
 }
+
+/// Records the client address (the connection) of every call it sees.
+pub struct PeerLog(pub Arc<Mutex<Vec<std::net::SocketAddr>>>);
+
+#[brisk::async_trait]
+impl brisk::Interceptor for PeerLog {
+    async fn call(
+        &self,
+        req: brisk::RpcRequest,
+        next: brisk::Next<'_>,
+    ) -> Result<brisk::RpcResponse, RpcError> {
+        if let Some(peer) = req.cx.peer() {
+            self.0.lock().push(peer);
+        }
+        next.run(req).await
+    }
+}
+
+/// How many calls each connection carried, largest first.
+pub fn calls_per_connection(peers: &[std::net::SocketAddr]) -> Vec<usize> {
+    let mut counts = std::collections::HashMap::new();
+    for p in peers {
+        *counts.entry(*p).or_insert(0usize) += 1;
+    }
+    let mut v: Vec<usize> = counts.into_values().collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v
+}

@@ -35,6 +35,10 @@
 //! `parking_lot`'s spin) 7–12 k times a second. With a lane each, the two
 //! threads fill two connections' writes side by side: 0.7 k yields a second,
 //! 17–24 % more calls per second, p99 7 ms instead of 16–18 ms (BENCHMARKS.md).
+//! It is a tendency, not a guarantee: round-robin steps do not skip a slot
+//! another lane gathers on, and a process with more than 8 calling threads
+//! has threads that share a lane; either way a call joins only a batch that
+//! is still gathering and below the cap.
 //!
 //! # A lone caller stays on its connection
 //!
@@ -111,28 +115,30 @@ impl FixedConnections {
             slots,
             next: AtomicUsize::new(0),
             current: AtomicUsize::new(0),
-            // Lanes start on different slots: two threads' first bursts go
-            // out on two connections.
-            lanes: Box::new(std::array::from_fn(|k| Lane(AtomicUsize::new(k)))),
+            lanes: Box::new(std::array::from_fn(|_| Lane(AtomicUsize::new(NO_SLOT)))),
             broken: AtomicUsize::new(0),
             batch_cap: coalesce_calls.max(1),
             in_flight: transport.in_flight.clone(),
         })
     }
 
-    /// Where the next call goes: the current slot's connection while its next
-    /// write is gathering and below the cap, the current slot again when no
-    /// call is in flight (a lone caller; not with a cap of 1), else the next
-    /// slot in round-robin order.
+    /// Where the next call goes: the connection of this thread's lane while
+    /// its next write is gathering and below the cap, the current slot (the
+    /// last round-robin step's) when no call is in flight (a lone caller; not
+    /// with a cap of 1), else the next slot in round-robin order.
     fn pick(&self) -> Pick {
         let n = self.slots.len();
         if n == 1 {
             return Pick::Next(0);
         }
         let lane = &self.lanes[lane()].0;
-        let gathering = lane.load(Ordering::Relaxed) % n;
-        if let Some(conn) = self.slots[gathering].joinable(self.batch_cap) {
-            return Pick::Join(conn);
+        // A thread's first call has no slot of its own to join: it never
+        // joins another thread's batch on a lane's starting value.
+        let gathering = lane.load(Ordering::Relaxed);
+        if gathering != NO_SLOT {
+            if let Some(conn) = self.slots[gathering % n].joinable(self.batch_cap) {
+                return Pick::Join(conn);
+            }
         }
         if self.batch_cap > 1 && self.in_flight.get() == 0 {
             let at = self.current.load(Ordering::Relaxed) % n;
@@ -192,6 +198,9 @@ impl FixedConnections {
 
 /// Lanes of a [`FixedConnections`]: threads beyond this many share them.
 const LANES: usize = 8;
+
+/// A lane whose thread has not called yet.
+const NO_SLOT: usize = usize::MAX;
 
 /// One lane's gathering slot, on cache lines of its own: each is written by
 /// its thread's round-robin steps and read by its every call.
