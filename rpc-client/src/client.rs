@@ -639,18 +639,12 @@ impl ClientBuilder {
                     .insert(method.to_owned(), Duration::from_millis(*ms));
             }
         }
-        let service = self.config.service.as_deref();
-        let (registry, discovery): (Arc<dyn Registry>, Discovery) =
+        // The client's own addresses are a list that never changes; a
+        // registry is followed.
+        let (registry, fixed): (Arc<dyn Registry>, Option<Discovery>) =
             match (self.registry, &self.config.registry) {
-                (Some(registry), _) => {
-                    let discovery = registry.discover(service).await?;
-                    (registry, discovery)
-                }
-                (None, Some(url)) => {
-                    let registry = rpc_registry::connect(url).await?;
-                    let discovery = registry.discover(service).await?;
-                    (registry, discovery)
-                }
+                (Some(registry), _) => (registry, None),
+                (None, Some(url)) => (rpc_registry::connect(url).await?, None),
                 (None, None) => {
                     let instances: Vec<ServiceInstance> = self
                         .config
@@ -658,11 +652,14 @@ impl ClientBuilder {
                         .into_iter()
                         .map(|a| ServiceInstance::any(a.addr).with_weight(a.weight))
                         .collect();
-                    // The client's own addresses: a list that never changes.
-                    let discovery = Discovery::fixed(instances.clone());
-                    (Arc::new(StaticRegistry::new(instances)), discovery)
+                    let fixed = Discovery::fixed(instances.clone());
+                    (Arc::new(StaticRegistry::new(instances)), Some(fixed))
                 }
             };
+        let discovery = match fixed {
+            Some(fixed) => fixed,
+            None => registry.discover(self.config.service.as_deref()).await?,
+        };
         let cluster = Cluster::start(&self.config, transport, registry, discovery).await?;
         let idempotent = self.config.idempotent_methods.iter().cloned().collect();
         let compressor = BodyCompressor::from_config(&self.config.compression, "compression")?;

@@ -97,22 +97,8 @@ fn answers_are_taken_in_order_and_wake_a_waiting_task_once() {
     let mut cx = Context::from_waker(&waker);
     let mut out = BytesMut::new();
 
-    let a = answers.reserve(
-        ReplyTo {
-            id: 1,
-            serializer: 0,
-            answer_in: rpc_core::Compression::None,
-        },
-        None,
-    );
-    let b = answers.reserve(
-        ReplyTo {
-            id: 2,
-            serializer: 0,
-            answer_in: rpc_core::Compression::None,
-        },
-        None,
-    );
+    let a = answers.reserve(reply_to(1), None);
+    let b = answers.reserve(reply_to(2), None);
     assert_eq!(answers.in_flight(), 2);
     assert!(answers.poll_news(&mut cx, false, None).is_pending());
 
@@ -151,14 +137,7 @@ fn taking_into_a_non_empty_buffer_appends() {
         1 << 20,
     );
     answers
-        .reserve(
-            ReplyTo {
-                id: 8,
-                serializer: 0,
-                answer_in: rpc_core::Compression::None,
-            },
-            None,
-        )
+        .reserve(reply_to(8), None)
         .answer(Ok(RpcResponse::new(Bytes::from_static(b"second"))));
     assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
     assert!(
@@ -172,14 +151,7 @@ fn taking_into_a_non_empty_buffer_appends() {
 #[test]
 fn a_dropped_slot_counts_the_call_done_without_an_answer() {
     let answers = Arc::new(PoolAnswers::new(1 << 20));
-    let slot = answers.reserve(
-        ReplyTo {
-            id: 1,
-            serializer: 0,
-            answer_in: rpc_core::Compression::None,
-        },
-        None,
-    );
+    let slot = answers.reserve(reply_to(1), None);
     assert_eq!(answers.in_flight(), 1);
     let flag = Arc::new(Flag(AtomicBool::new(false)));
     let waker = Waker::from(flag.clone());
@@ -202,14 +174,7 @@ fn a_dropped_slot_counts_the_call_done_without_an_answer() {
 fn an_oversize_answer_becomes_an_error_frame() {
     let answers = Arc::new(PoolAnswers::new(64));
     answers
-        .reserve(
-            ReplyTo {
-                id: 3,
-                serializer: 0,
-                answer_in: rpc_core::Compression::None,
-            },
-            None,
-        )
+        .reserve(reply_to(3), None)
         .answer(Ok(RpcResponse::new(Bytes::from(vec![0u8; 1000]))));
     let mut out = BytesMut::new();
     assert!(answers.take(&mut out, &mut Vec::new(), 1 << 16));
@@ -224,14 +189,7 @@ fn an_oversize_answer_becomes_an_error_frame() {
 #[test]
 fn answers_after_close_are_dropped_but_counted() {
     let answers = Arc::new(PoolAnswers::new(1 << 20));
-    let slot = answers.reserve(
-        ReplyTo {
-            id: 1,
-            serializer: 0,
-            answer_in: rpc_core::Compression::None,
-        },
-        None,
-    );
+    let slot = answers.reserve(reply_to(1), None);
     answers.close();
     slot.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
     assert_eq!(answers.in_flight(), 0);
