@@ -510,8 +510,8 @@ async fn serve_halves<R, W>(
                 if let Some(started) = &worker_started {
                     drain_started(&ctx, started, &mut live);
                 }
-                if let Some((bytes, error)) = pooled.take_handed() {
-                    reader.unread(&bytes, error);
+                if let Some(handed) = pooled.take_handed() {
+                    reader.unread(&handed.bytes, handed.counted, handed.error);
                 }
             }
         }
@@ -588,7 +588,10 @@ async fn serve_halves<R, W>(
         let lend_read = lend
             && !std::mem::take(&mut read_side_back)
             && next_frame.is_none()
-            && reader.is_drained()
+            && (reader.is_drained()
+                || reader
+                    .partial_frame()
+                    .is_some_and(|len| len <= crate::reply::READ_MAX as u64))
             && pool_lane.as_ref().is_some_and(|lane| {
                 if !lane.answers.lends_reads() {
                     return false;
@@ -618,6 +621,13 @@ async fn serve_halves<R, W>(
                 lone || run
             });
         read_lent |= lend_read;
+        if lend_read && !reader.is_drained() {
+            // The start of a request, buffered: the worker that reads next
+            // completes it (if none does, it comes back with the read side).
+            if let Some(lane) = &pool_lane {
+                lane.answers.seed(|inbox| reader.hand_partial(inbox));
+            }
+        }
         if lend_read {
             let tick = tokio::time::Instant::now() + LENT_READ_TICK;
             if armed.is_none_or(|at| tick < at) {

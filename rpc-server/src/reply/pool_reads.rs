@@ -39,6 +39,12 @@
 //! socket (`FrameReader::unread`), so nothing is lost or reordered and
 //! every unusual case goes the task's usual way.
 //!
+//! A loan can start with the start of a request in the inbox: the task
+//! read a run whose last request the stream had cut, and gave that start to
+//! the loan (`PoolAnswers::seed`) rather than keep its read side for it.
+//! The worker completes it as one of its own; its bytes, counted when the
+//! task read them, are not counted again, here or when they go back.
+//!
 //! The connection side ([`TakeRequest`]) turns the frames into calls, and
 //! records them for its task, under the lock that ends the loan: the task
 //! that takes its read side back finds every call a worker started before

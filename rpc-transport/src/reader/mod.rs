@@ -326,11 +326,45 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
             && self.ended.is_none()
     }
 
+    /// The size a buffered partial frame announces (`Some(0)` while even its
+    /// header is incomplete), when that start of a frame is all the reader
+    /// holds; `None` otherwise (nothing buffered, a whole frame, a large or
+    /// skipped frame, the end).
+    pub fn partial_frame(&mut self) -> Option<u64> {
+        if self.large.is_some()
+            || self.skip > 0
+            || self.reserving.is_some()
+            || self.ended.is_some()
+            || self.buf.is_empty()
+        {
+            return None;
+        }
+        let buf = self.buf.buffer();
+        match read_header(buf) {
+            Ok(None) => Some(0),
+            Ok(Some(h)) if (buf.len() as u64) < h.frame_len() => Some(h.frame_len()),
+            _ => None,
+        }
+    }
+
+    /// Moves the start of a frame the reader holds
+    /// ([`partial_frame`](Self::partial_frame)) to the end of `into`, for
+    /// whoever reads the stream next (they stay counted as read here); the
+    /// reader is then [drained](Self::is_drained). What comes back goes in
+    /// with [`unread`](Self::unread).
+    pub fn hand_partial(&mut self, into: &mut BytesMut) {
+        let buf = self.buf.buffer();
+        into.extend_from_slice(buf);
+        buf.clear();
+    }
+
     /// Puts `bytes`, read off the stream by someone else while this reader
     /// [`is_drained`](Self::is_drained), first in line, and `error`, the
     /// error that read ended with, behind them: both come out of the reader
-    /// before anything read from the stream. Counted as read here.
-    pub fn unread(&mut self, bytes: &[u8], error: Option<io::Error>) {
+    /// before anything read from the stream. Counted as read here, but for
+    /// the first `counted`, which this reader read itself and handed out
+    /// ([`hand_partial`](Self::hand_partial)).
+    pub fn unread(&mut self, bytes: &[u8], counted: usize, error: Option<io::Error>) {
         debug_assert!(self.is_drained(), "unread into a reader holding bytes");
         if !bytes.is_empty() {
             let frame_len = match read_header(bytes) {
@@ -340,7 +374,7 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 _ => None,
             };
             self.buf.prepare(frame_len).extend_from_slice(bytes);
-            self.count(bytes.len());
+            self.count(bytes.len().saturating_sub(counted));
         }
         if let Some(e) = error {
             self.ended = Some(Ended::Failed(e));

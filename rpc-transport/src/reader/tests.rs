@@ -379,7 +379,7 @@ async fn bytes_read_by_someone_else_come_out_first_then_the_stream() {
     let second = request(2, 100);
     let mut handed = request(1, 10);
     handed.extend_from_slice(&second[..40]);
-    reader.unread(&handed, None);
+    reader.unread(&handed, 0, None);
     assert!(!reader.is_drained());
     assert_eq!(reader.bytes_read(), handed.len() as u64, "counted as read");
     tx.write_all(&second[40..]).await.unwrap();
@@ -392,11 +392,43 @@ async fn bytes_read_by_someone_else_come_out_first_then_the_stream() {
 }
 
 #[tokio::test]
+async fn the_start_of_a_frame_handed_out_and_back_is_counted_once() {
+    let (mut tx, rx) = tokio::io::duplex(1 << 16);
+    let mut reader = FrameReader::new(rx, 4096, 512, 1024);
+    // A whole frame, then the start of the next, its header in part.
+    let second = request(2, 100);
+    let mut read = request(1, 10);
+    read.extend_from_slice(&second[..5]);
+    reader.unread(&read, 0, None);
+    assert_eq!(reader.partial_frame(), None, "a whole frame first");
+    assert_eq!(
+        frame(reader.try_next_buffered().unwrap()).header.request_id,
+        1
+    );
+    assert_eq!(reader.partial_frame(), Some(0), "a header in part");
+    // Handed out: the reader is drained, the bytes stay counted.
+    let mut out = BytesMut::new();
+    reader.hand_partial(&mut out);
+    assert_eq!(&out[..], &second[..5]);
+    assert!(reader.is_drained());
+    assert_eq!(reader.partial_frame(), None);
+    assert_eq!(reader.bytes_read(), read.len() as u64);
+    // Back, with 35 more bytes someone else read: only those are counted.
+    out.extend_from_slice(&second[5..40]);
+    reader.unread(&out, 5, None);
+    assert_eq!(reader.bytes_read(), read.len() as u64 + 35);
+    assert_eq!(reader.partial_frame(), Some(second.len() as u64));
+    tx.write_all(&second[40..]).await.unwrap();
+    assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 2);
+    assert!(reader.is_drained());
+}
+
+#[tokio::test]
 async fn the_error_a_lent_read_ended_with_comes_after_its_bytes() {
     let (_tx, rx) = tokio::io::duplex(1 << 16);
     let mut reader = FrameReader::new(rx, 4096, 512, 1024);
     let reset = io::Error::from(io::ErrorKind::ConnectionReset);
-    reader.unread(&request(1, 10), Some(reset));
+    reader.unread(&request(1, 10), 0, Some(reset));
     assert_eq!(frame(reader.next().await.unwrap()).header.request_id, 1);
     assert!(reader.next().await.is_err(), "then the read's error");
 }

@@ -229,10 +229,14 @@ struct State {
     read_claimed: bool,
     /// What a worker handed back with the read side: the bytes it read,
     /// which the task reads before the socket, and the read's error.
-    handed: Option<(BytesMut, Option<std::io::Error>)>,
+    handed: Option<Handed>,
     /// Bytes a worker read and has not made calls of yet: the start of a
-    /// request whose rest has not come. Handed back when the loan ends.
+    /// request whose rest has not come (or the task's, [`seed`](PoolAnswers::seed)).
+    /// Handed back when the loan ends.
     inbox: BytesMut,
+    /// How many bytes at the front of `inbox` the task read (and counted)
+    /// before it lent: not counted again, by a worker or by the task.
+    seeded: usize,
     /// The requests of one look, between the read and the taker (kept for
     /// its storage).
     frames: Vec<rpc_codec::Frame>,
@@ -254,6 +258,7 @@ impl PoolAnswers {
                 read_claimed: false,
                 handed: None,
                 inbox: BytesMut::new(),
+                seeded: 0,
                 frames: Vec::new(),
             }),
             in_flight: AtomicUsize::new(0),
@@ -304,6 +309,18 @@ impl PoolAnswers {
             self.max_calls = max_calls;
         }
         self
+    }
+
+    /// Gives the loan about to be made the start of a request the task
+    /// read (`fill` writes it into the loan's empty inbox): the worker that
+    /// reads next completes it; if none does, it comes back with the read
+    /// side ([`take_handed`](Self::take_handed)). Its bytes were counted
+    /// as read by the task and are not counted again.
+    pub fn seed(&self, fill: impl FnOnce(&mut BytesMut)) {
+        let mut st = self.state.lock();
+        debug_assert!(st.inbox.is_empty(), "seeded before any loan");
+        fill(&mut st.inbox);
+        st.seeded = st.inbox.len();
     }
 
     /// Loans of the read side made so far.
@@ -409,7 +426,7 @@ impl PoolAnswers {
     /// What a worker handed back with the read side (see "The read side
     /// lent"): bytes it read, for the task to read before the socket, and
     /// the read's error. After [`take`](Self::take), which ends the loan.
-    pub fn take_handed(&self) -> Option<(BytesMut, Option<std::io::Error>)> {
+    pub fn take_handed(&self) -> Option<Handed> {
         self.state.lock().handed.take()
     }
 
@@ -603,17 +620,37 @@ impl PoolAnswers {
     }
 }
 
+/// What a worker handed back with the read side, for the task to read
+/// before the socket (`FrameReader::unread`).
+#[derive(Debug)]
+pub struct Handed {
+    /// The bytes, in stream order.
+    pub bytes: BytesMut,
+    /// How many at their front the task had read (and counted) itself
+    /// before it lent them ([`PoolAnswers::seed`]).
+    pub counted: usize,
+    /// The error the worker's read ended with, after the bytes.
+    pub error: Option<std::io::Error>,
+}
+
 /// Leaves `bytes` (and the read's `error`) for the task, after anything
 /// left before that it has not taken yet (never, as the task takes what
-/// was left before it lends again; merged all the same).
+/// was left before it lends again; merged all the same). `bytes` start
+/// with what is left of the task's seeded bytes.
 fn hand_to_task(st: &mut State, bytes: BytesMut, error: Option<std::io::Error>) {
     debug_assert!(st.handed.is_none(), "taken before the next loan");
+    let seeded = std::mem::take(&mut st.seeded);
     st.handed = Some(match st.handed.take() {
-        Some((mut before, earlier)) => {
-            before.extend_from_slice(&bytes);
-            (before, earlier.or(error))
+        Some(mut before) => {
+            before.bytes.extend_from_slice(&bytes);
+            before.error = before.error.or(error);
+            before
         }
-        None => (bytes, error),
+        None => Handed {
+            bytes,
+            counted: seeded,
+            error,
+        },
     });
 }
 
@@ -674,12 +711,16 @@ impl crate::pool::IdlePoll for PoolAnswers {
                     room,
                 )
             };
+            // Whole frames come off the front, where the task's seeded
+            // bytes are: those were counted when the task read them.
+            let counted = st.seeded.min(look.taken);
+            st.seeded -= counted;
+            let fresh = (look.taken - counted) as u64;
             let start = (!frames.is_empty()).then(|| {
                 // The last answer of these claims the read side again.
                 st.read_claimed = false;
-                self.worker_bytes
-                    .fetch_add(look.taken as u64, Ordering::Relaxed);
-                lender.io.add_in(look.taken as u64);
+                self.worker_bytes.fetch_add(fresh, Ordering::Relaxed);
+                lender.io.add_in(fresh);
                 lender
                     .stats
                     .worker_reads

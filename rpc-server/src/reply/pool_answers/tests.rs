@@ -443,7 +443,7 @@ async fn a_worker_reads_no_request_past_the_connections_limit() {
     client.write_all(&three).await.unwrap();
     look_until(&answers, || !answers.state.lock().read_lent);
     assert_eq!(*taken.0.lock(), [1, 2], "two calls at most");
-    let (bytes, _) = answers.take_handed().expect("the third goes back");
+    let bytes = answers.take_handed().expect("the third goes back").bytes;
     assert_eq!(&bytes[..], &last[..]);
     answers.close();
 }
@@ -457,7 +457,7 @@ async fn the_start_of_a_request_goes_back_when_nobody_will_read() {
     look_until(&answers, || !answers.state.lock().inbox.is_empty());
     crate::pool::IdlePoll::release(answers.clone());
     assert!(taken.0.lock().is_empty());
-    let (bytes, _) = answers.take_handed().expect("the start of a request");
+    let bytes = answers.take_handed().expect("the start of a request").bytes;
     assert_eq!(&bytes[..], &next[..20]);
     // Closed while a start is held: nothing is kept.
     {
@@ -470,6 +470,54 @@ async fn the_start_of_a_request_goes_back_when_nobody_will_read() {
     look_until(&answers, || !answers.state.lock().inbox.is_empty());
     answers.close();
     assert!(answers.state.lock().inbox.is_empty());
+}
+
+#[tokio::test]
+async fn the_start_of_a_request_the_task_seeds_is_completed_by_a_worker_and_counted_once() {
+    use tokio::io::AsyncWriteExt;
+    let (read, write, mut client) = socket_pair().await;
+    let (answers, counters) = lent_answers(&write, 1 << 20);
+    let taken = Arc::new(Taken::default());
+    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
+        taken.clone(),
+        1 << 20,
+        1000,
+    ));
+    let lend = |answers: &Arc<PoolAnswers>| {
+        let mut st = answers.state.lock();
+        st.lent = true;
+        st.read_lent = true;
+        st.read_claimed = true;
+    };
+    // The task read the first 20 bytes of request 5 (and counted them).
+    let next = request(5);
+    answers.seed(|inbox| inbox.extend_from_slice(&next[..20]));
+    lend(&answers);
+    client.write_all(&next[20..]).await.unwrap();
+    look_until(&answers, || !taken.0.lock().is_empty());
+    assert_eq!(*taken.0.lock(), [5], "completed and taken");
+    let rest = (next.len() - 20) as u64;
+    assert_eq!(answers.worker_bytes(), rest, "only what the worker read");
+    assert_eq!(counters.bytes_in(), rest);
+    // A seeded start nobody completes goes back with the read side, the
+    // task's part marked as counted, the worker's not.
+    let other = request(6);
+    answers.seed(|inbox| inbox.extend_from_slice(&other[..10]));
+    lend(&answers);
+    client.write_all(&other[10..15]).await.unwrap();
+    look_until(&answers, || answers.state.lock().inbox.len() == 15);
+    crate::pool::IdlePoll::release(answers.clone());
+    let handed = answers.take_handed().expect("the start of a request");
+    assert_eq!(&handed.bytes[..], &other[..15]);
+    assert_eq!(handed.counted, 10);
+    assert_eq!(
+        counters.bytes_in(),
+        rest,
+        "counted by the task when it takes them"
+    );
+    assert_eq!(*taken.0.lock(), [5]);
+    answers.close();
+    drop((read, write));
 }
 
 #[tokio::test]
@@ -528,7 +576,8 @@ async fn a_worker_takes_whole_requests_and_hands_anything_else_back() {
     client.write_all(&mixed).await.unwrap();
     look_until(&answers, || !answers.state.lock().read_lent);
     assert_eq!(taken_ids(), [7, 8, 9, 10, 11]);
-    let (bytes, error) = answers.take_handed().expect("the bytes read");
+    let handed = answers.take_handed().expect("the bytes read");
+    let (bytes, error) = (handed.bytes, handed.error);
     assert!(error.is_none());
     assert_eq!(&bytes[..], &ping[..]);
     // The start of a request when the task takes its read side back:
@@ -538,7 +587,7 @@ async fn a_worker_takes_whole_requests_and_hands_anything_else_back() {
     client.write_all(&next[..9]).await.unwrap();
     look_until(&answers, || !answers.state.lock().inbox.is_empty());
     answers.take(&mut BytesMut::new(), &mut Vec::new(), 1 << 20);
-    let (bytes, _) = answers.take_handed().expect("the start of a request");
+    let bytes = answers.take_handed().expect("the start of a request").bytes;
     assert_eq!(&bytes[..], &next[..9]);
     assert_eq!(taken_ids().len(), 5, "not taken");
     answers.close();
