@@ -589,9 +589,11 @@ async fn serve_halves<R, W>(
             && !std::mem::take(&mut read_side_back)
             && next_frame.is_none()
             && (reader.is_drained()
-                || reader
-                    .partial_frame()
-                    .is_some_and(|len| len <= crate::reply::READ_MAX as u64))
+                || pooled.is_some_and(|answers| {
+                    reader
+                        .partial_frame()
+                        .is_some_and(|len| len <= answers.max_request() as u64)
+                }))
             && pool_lane.as_ref().is_some_and(|lane| {
                 if !lane.answers.lends_reads() {
                     return false;
@@ -717,6 +719,12 @@ async fn serve_halves<R, W>(
         outbox.take_pooled(pooled);
         if let Some(started) = &worker_started {
             drain_started(&ctx, started, &mut live);
+        }
+        // Bytes a loan ended with (a loop that stopped while it lent, at an
+        // idle timeout or a forced stop): the reader, drained while it lent,
+        // takes them back, so a lingering close goes on from them.
+        if let Some(handed) = pooled.take_handed() {
+            reader.unread(&handed.bytes, handed.counted, handed.error);
         }
     }
     // Calls still running here are abandoned (a forced stop, a broken

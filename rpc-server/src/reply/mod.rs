@@ -27,4 +27,4 @@ mod pool_reads;
 pub(crate) use frame::ReplyTo;
 pub(crate) use outbox::Outbox;
 pub(crate) use pool_answers::{pool_news, AnswerSlot, Lender, PoolAnswers};
-pub(crate) use pool_reads::{TakeRequest, READ_MAX};
+pub(crate) use pool_reads::TakeRequest;

@@ -311,6 +311,11 @@ impl PoolAnswers {
         self
     }
 
+    /// The largest request a worker reads itself on this connection.
+    pub fn max_request(&self) -> usize {
+        self.max_request
+    }
+
     /// Gives the loan about to be made the start of a request the task
     /// read (`fill` writes it into the loan's empty inbox): the worker that
     /// reads next completes it; if none does, it comes back with the read
