@@ -402,8 +402,31 @@ fn look_until(answers: &Arc<PoolAnswers>, done: impl Fn() -> bool) {
     }
 }
 
-/// Answers lent to a worker as in a task's wait, with `Taken` as taker
-/// and `max_calls` calls at most.
+/// Answers that lend their read side to workers, with `Taken` as taker and
+/// `max_calls` calls at most, and their byte counters (not lent yet).
+fn reading_answers(
+    write: &tokio::net::tcp::OwnedWriteHalf,
+    max_calls: usize,
+) -> (Arc<PoolAnswers>, Arc<Taken>, Arc<IoCounters>) {
+    let (answers, counters) = lent_answers(write, 1 << 20);
+    let taken = Arc::new(Taken::default());
+    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
+        taken.clone(),
+        1 << 20,
+        max_calls,
+    ));
+    (answers, taken, counters)
+}
+
+/// Lends the read side as in a task's wait, claimed by a worker.
+fn lend(answers: &PoolAnswers) {
+    let mut st = answers.state.lock();
+    st.lent = true;
+    st.read_lent = true;
+    st.read_claimed = true;
+}
+
+/// [`reading_answers`], lent.
 async fn lent_reading(
     max_calls: usize,
 ) -> (
@@ -416,19 +439,8 @@ async fn lent_reading(
     ),
 ) {
     let (read, write, client) = socket_pair().await;
-    let (answers, _) = lent_answers(&write, 1 << 20);
-    let taken = Arc::new(Taken::default());
-    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
-        taken.clone(),
-        1 << 20,
-        max_calls,
-    ));
-    {
-        let mut st = answers.state.lock();
-        st.lent = true;
-        st.read_lent = true;
-        st.read_claimed = true;
-    }
+    let (answers, taken, _) = reading_answers(&write, max_calls);
+    lend(&answers);
     (answers, taken, client, (read, write))
 }
 
@@ -460,12 +472,7 @@ async fn the_start_of_a_request_goes_back_when_nobody_will_read() {
     let bytes = answers.take_handed().expect("the start of a request").bytes;
     assert_eq!(&bytes[..], &next[..20]);
     // Closed while a start is held: nothing is kept.
-    {
-        let mut st = answers.state.lock();
-        st.lent = true;
-        st.read_lent = true;
-        st.read_claimed = true;
-    }
+    lend(&answers);
     client.write_all(&next[20..30]).await.unwrap();
     look_until(&answers, || !answers.state.lock().inbox.is_empty());
     answers.close();
@@ -476,19 +483,7 @@ async fn the_start_of_a_request_goes_back_when_nobody_will_read() {
 async fn the_start_of_a_request_the_task_seeds_is_completed_by_a_worker_and_counted_once() {
     use tokio::io::AsyncWriteExt;
     let (read, write, mut client) = socket_pair().await;
-    let (answers, counters) = lent_answers(&write, 1 << 20);
-    let taken = Arc::new(Taken::default());
-    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
-        taken.clone(),
-        1 << 20,
-        1000,
-    ));
-    let lend = |answers: &Arc<PoolAnswers>| {
-        let mut st = answers.state.lock();
-        st.lent = true;
-        st.read_lent = true;
-        st.read_claimed = true;
-    };
+    let (answers, taken, counters) = reading_answers(&write, 1000);
     // The task read the first 20 bytes of request 5 (and counted them).
     let next = request(5);
     answers.seed(|inbox| inbox.extend_from_slice(&next[..20]));
@@ -524,19 +519,7 @@ async fn the_start_of_a_request_the_task_seeds_is_completed_by_a_worker_and_coun
 async fn a_worker_takes_whole_requests_and_hands_anything_else_back() {
     use tokio::io::AsyncWriteExt;
     let (_read, write, mut client) = socket_pair().await;
-    let (answers, _) = lent_answers(&write, 1 << 20);
-    let taken = Arc::new(Taken::default());
-    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
-        taken.clone(),
-        1 << 20,
-        1000,
-    ));
-    let lend = |answers: &Arc<PoolAnswers>| {
-        let mut st = answers.state.lock();
-        st.lent = true;
-        st.read_lent = true;
-        st.read_claimed = true;
-    };
+    let (answers, taken, _) = reading_answers(&write, 1000);
     let taken_ids = || taken.0.lock().clone();
     // One request: started through the taker, the read side kept lent.
     lend(&answers);
