@@ -456,6 +456,9 @@ async fn a_dropped_call_is_cancelled_on_the_server(dispatch: Dispatch) {
             == 1)
         .await
     );
+    let stats = client.endpoints();
+    assert_eq!(stats.len(), 1);
+    assert_eq!(stats[0].in_flight, 1, "the call in flight is counted");
     call.abort();
     let dropped = Instant::now();
     assert!(call.await.unwrap_err().is_cancelled());

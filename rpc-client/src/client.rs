@@ -38,7 +38,6 @@ use crate::call_span;
 use crate::cluster::{is_server_failure, Cluster, EndpointStats, ServerEndpoint};
 use crate::config::{PoolHold, StaticAddr};
 use crate::connect::Connect;
-use crate::connections::Lease;
 use crate::{CallOptions, ClientConfig};
 use rpc_registry::{Discovery, Registry, ServiceInstance, StaticRegistry};
 
@@ -352,23 +351,19 @@ impl Client {
         };
         // Registered and queued without awaiting in the usual case, so this
         // future holds no send state (see `Connection::start`).
-        let pending = match lease.connection().start(frame, spec)? {
+        let (conn, pooled) = lease.into_parts();
+        let pending = match conn.start(frame, spec)? {
             Started::Sent(call) => call,
             Started::Waiting(call, wait) => {
                 wait.await?;
                 call
             }
         };
-        let hold_until_response = matches!(lease, Lease::Pooled(_))
-            && self.inner.config.connect.hold() == PoolHold::Response;
-        let lease = if hold_until_response {
-            Some(lease)
-        } else {
-            drop(lease);
-            None
-        };
+        // A pooled connection goes back to its pool once the request is
+        // written, or once it is answered.
+        let held = pooled.filter(|_| self.inner.config.connect.hold() == PoolHold::Response);
         let answer = pending.response().await?;
-        drop(lease);
+        drop(held);
         match answer.error_status() {
             None => Ok(RpcResponse {
                 body: compression::open_body(

@@ -314,8 +314,13 @@ impl Connection {
     /// The frame is encoded by reference (its `request_id` and `timeout_ms` are
     /// set here): a caller that may try again elsewhere keeps it for the next
     /// try instead of cloning it up front. Only the waiting path clones it.
+    ///
+    /// The call keeps `self` (its [`PendingCall`] waits on this connection):
+    /// a caller hands over the reference it holds rather than a clone, as a
+    /// reference count taken and given back per call is two atomic writes to
+    /// a line every calling thread writes.
     pub fn start(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         frame: &mut OutFrame,
         spec: SendSpec,
     ) -> Result<Started, RpcError> {
@@ -339,15 +344,18 @@ impl Connection {
         // At least 1 ms: 0 on the wire means "no deadline".
         frame.timeout_ms = timeout.as_millis().clamp(1, u32::MAX as u128) as u32;
         let call = PendingCall {
-            conn: self.clone(),
+            conn: self,
             id,
             timeout,
             service: frame.service.clone(),
             method: frame.method.clone(),
             answered: false,
         };
-        if self.shared.close.is_closed() {
-            return Err(self.shared.not_sent());
+        // From here the connection is the call's (an error drops the call,
+        // which frees its slot).
+        let conn = &call.conn;
+        if conn.shared.close.is_closed() {
+            return Err(conn.shared.not_sent());
         }
 
         // The usual case: room in the write buffer, encoded there at once
@@ -355,9 +363,9 @@ impl Connection {
         // here: nobody could join its write).
         if mode == WriteMode::Async {
             let offered = if in_flight == 1 {
-                self.writer.offer_alone(frame)?
+                conn.writer.offer_alone(frame)?
             } else {
-                self.writer.offer(frame)?
+                conn.writer.offer(frame)?
             };
             if offered == Offer::Queued {
                 return Ok(Started::Sent(call));
@@ -367,7 +375,7 @@ impl Connection {
         // Waiting (for room, or for the write itself) is boxed: its timer and
         // select state would otherwise sit in every call's future, which is
         // moved on every call.
-        let conn = self.clone();
+        let conn = conn.clone();
         let wait = Box::pin(async move { conn.write_waiting(frame, spec).await });
         Ok(Started::Waiting(call, WriteWait(wait)))
     }
@@ -684,6 +692,9 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
     let mut closed = close.watch();
     // A lone caller's answers are polled for (see `busy_poll`).
     let mut poll = BusyPoll::new(busy_poll, reader.can_read_now());
+    // One read's answers, and their callers' wakers (kept for reuse).
+    let mut answers: Vec<Frame> = Vec::new();
+    let mut wakers = Vec::new();
     loop {
         // The read comes first: while frames keep arriving, the close waiter is
         // not polled at all; it is checked with one atomic load instead, and
@@ -724,66 +735,112 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
                 poll.start_over();
             }
         }
-        match next {
-            Ok(Some(Inbound::Frame(frame, _))) => {
-                writer.note_read();
-                let id = frame.header.request_id;
-                match frame.header.kind {
-                    FrameKind::Response
-                        if id == CONNECTION_REQUEST_ID && frame.code() != Code::Ok =>
-                    {
-                        let status = frame.error_status().unwrap_or_else(|| {
-                            Status::new(Code::Internal, "connection-level error without a status")
-                        });
-                        let error = status.into_error("", "");
-                        warn!(peer = %shared.peer, %error, "the server closed the connection with an error");
-                        close.close_with(error);
-                        break;
-                    }
-                    FrameKind::Response => {
-                        if !shared.pending.complete(id, Ok(frame)) {
-                            debug!(peer = %shared.peer, request_id = id,
-                                "response for a request that is no longer pending (timed out or cancelled): dropped");
-                        }
-                    }
-                    FrameKind::StreamData
-                    | FrameKind::StreamEnd
-                    | FrameKind::StreamError
-                    | FrameKind::Credit
-                    | FrameKind::Cancel => {
-                        if let Some(reply) = shared.streams.on_frame(frame) {
-                            let _ = writer.push(&reply);
-                        }
-                    }
-                    FrameKind::Ping => {
-                        let _ = writer.try_send(&OutFrame::control(FrameKind::Pong, id));
-                    }
-                    FrameKind::Pong => {}
-                    kind => {
-                        warn!(peer = %shared.peer, ?kind, "unexpected frame kind from a server: ignored")
+        // This frame, then every one already buffered behind it; the answers
+        // among them are completed together (`PendingCalls::complete_answers`),
+        // before anything else is handled, so nothing overtakes an answer.
+        let mut next = next;
+        let ended = loop {
+            match next {
+                Ok(Some(Inbound::Frame(frame, _))) if is_plain_answer(&frame) => {
+                    writer.note_read();
+                    answers.push(frame);
+                }
+                other => {
+                    complete_answers(&shared, &mut answers, &mut wakers);
+                    if on_inbound(&shared, &writer, other).is_break() {
+                        break true;
                     }
                 }
             }
-            Ok(Some(Inbound::TooLarge { header, max })) => {
-                let id = header.request_id;
-                warn!(peer = %shared.peer, request_id = id, size = header.frame_len(), max,
-                    "answer larger than max_frame_size: skipped, its call fails");
-                if header.kind == FrameKind::Response {
-                    shared
-                        .pending
-                        .complete(id, Err(Inbound::too_large_error(&header, max)));
-                }
-            }
-            Ok(None) => {
-                close.close("the server closed the connection");
-                break;
-            }
-            Err(e) => {
-                warn!(peer = %shared.peer, error = %e, "closing connection");
-                close.close(e.to_string());
-                break;
-            }
+            next = match reader.try_next_buffered() {
+                Ok(None) => break false,
+                other => other,
+            };
+        };
+        complete_answers(&shared, &mut answers, &mut wakers);
+        if ended {
+            break;
         }
     }
     shared.fail_all(&writer);
+}
+
+/// An answer to a call (not the connection-level error a server closes
+/// with): completed with the others of its read.
+fn is_plain_answer(frame: &Frame) -> bool {
+    frame.header.kind == FrameKind::Response
+        && !(frame.header.request_id == CONNECTION_REQUEST_ID && frame.code() != Code::Ok)
+}
+
+/// Completes the answers gathered from one read (see `read_loop`).
+fn complete_answers(shared: &Shared, answers: &mut Vec<Frame>, wakers: &mut Vec<std::task::Waker>) {
+    shared.pending.complete_answers(answers, wakers, |id| {
+        debug!(peer = %shared.peer, request_id = id,
+            "response for a request that is no longer pending (timed out or cancelled): dropped");
+    });
+}
+
+/// Handles what the reader handed up other than a plain answer; `Break`
+/// ends the connection's reading (the connection is closed by then).
+fn on_inbound(
+    shared: &Shared,
+    writer: &FrameWriter,
+    next: Result<Option<Inbound>, RpcError>,
+) -> std::ops::ControlFlow<()> {
+    use std::ops::ControlFlow::{Break, Continue};
+    let close = &shared.close;
+    match next {
+        Ok(Some(Inbound::Frame(frame, _))) => {
+            writer.note_read();
+            let id = frame.header.request_id;
+            match frame.header.kind {
+                FrameKind::Response => {
+                    // Not a plain answer: the connection-level error.
+                    let status = frame.error_status().unwrap_or_else(|| {
+                        Status::new(Code::Internal, "connection-level error without a status")
+                    });
+                    let error = status.into_error("", "");
+                    warn!(peer = %shared.peer, %error, "the server closed the connection with an error");
+                    close.close_with(error);
+                    return Break(());
+                }
+                FrameKind::StreamData
+                | FrameKind::StreamEnd
+                | FrameKind::StreamError
+                | FrameKind::Credit
+                | FrameKind::Cancel => {
+                    if let Some(reply) = shared.streams.on_frame(frame) {
+                        let _ = writer.push(&reply);
+                    }
+                }
+                FrameKind::Ping => {
+                    let _ = writer.try_send(&OutFrame::control(FrameKind::Pong, id));
+                }
+                FrameKind::Pong => {}
+                kind => {
+                    warn!(peer = %shared.peer, ?kind, "unexpected frame kind from a server: ignored")
+                }
+            }
+        }
+        Ok(Some(Inbound::TooLarge { header, max })) => {
+            let id = header.request_id;
+            warn!(peer = %shared.peer, request_id = id, size = header.frame_len(), max,
+                "answer larger than max_frame_size: skipped, its call fails");
+            if header.kind == FrameKind::Response {
+                shared
+                    .pending
+                    .complete(id, Err(Inbound::too_large_error(&header, max)));
+            }
+        }
+        Ok(None) => {
+            close.close("the server closed the connection");
+            return Break(());
+        }
+        Err(e) => {
+            warn!(peer = %shared.peer, error = %e, "closing connection");
+            close.close(e.to_string());
+            return Break(());
+        }
+    }
+    Continue(())
 }

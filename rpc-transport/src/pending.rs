@@ -110,8 +110,14 @@ impl Waiting {
     }
 
     fn sub(&mut self) {
-        self.here -= 1;
-        self.client.0.fetch_sub(1, Ordering::Relaxed);
+        self.sub_n(1);
+    }
+
+    fn sub_n(&mut self, n: usize) {
+        if n > 0 {
+            self.here -= n;
+            self.client.0.fetch_sub(n, Ordering::Relaxed);
+        }
     }
 }
 
@@ -313,6 +319,50 @@ impl PendingCalls {
             waker.wake();
         }
         true
+    }
+
+    /// Completes the calls `answers` answer (drained) under one lock, and
+    /// wakes their callers once it is let go: the answers of one read cost
+    /// the table one lock and the client's count one update, not one each —
+    /// atomic writes to lines the calling threads write too. `stale` gets
+    /// the request id of each answer whose call is no longer pending (timed
+    /// out, or given up by its caller); that answer is dropped.
+    pub(crate) fn complete_answers(
+        &self,
+        answers: &mut Vec<Frame>,
+        wakers: &mut Vec<Waker>,
+        mut stale: impl FnMut(u64),
+    ) {
+        if answers.is_empty() {
+            return;
+        }
+        let mut dropped: Vec<Frame> = Vec::new();
+        {
+            let mut table = self.table.lock();
+            let table = &mut *table;
+            let mut done = 0;
+            for answer in answers.drain(..) {
+                let id = answer.header.request_id;
+                match slot_of(&mut table.slots, id) {
+                    Some(slot) if matches!(slot.state, State::Waiting(_)) => {
+                        done += 1;
+                        if let State::Waiting(Some(waker)) =
+                            std::mem::replace(&mut slot.state, State::Done(Ok(answer)))
+                        {
+                            wakers.push(waker);
+                        }
+                    }
+                    _ => dropped.push(answer),
+                }
+            }
+            table.waiting.sub_n(done);
+        }
+        for waker in wakers.drain(..) {
+            waker.wake();
+        }
+        for answer in dropped {
+            stale(answer.header.request_id);
+        }
     }
 
     /// Forgets call `id` (its caller stopped waiting); true when it was
@@ -525,6 +575,51 @@ mod tests {
         let answered = waiter.await.unwrap();
         assert!(matches!(answered, Some(Err(RpcError::ShuttingDown))));
         assert_eq!(pending.len(), 0);
+    }
+
+    /// An answer frame to `id`, as the reader hands it up.
+    fn answer(id: u64, body: &'static [u8]) -> Frame {
+        let mut bytes = bytes::BytesMut::new();
+        rpc_codec::OutFrame::response(id, 1, bytes::Bytes::from_static(body))
+            .encode(&mut bytes, 1 << 20)
+            .unwrap();
+        let header = rpc_codec::read_header(&bytes).unwrap().unwrap();
+        Frame::from_bytes(header, bytes.freeze()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_read_s_answers_complete_together() {
+        let count = CallsInFlight::default();
+        let pending = Arc::new(PendingCalls::counted_in(count.clone()));
+        let later = Instant::now() + Duration::from_secs(60);
+        let (awaited, _) = pending.insert_counted(later);
+        let (not_polled_yet, _) = pending.insert_counted(later);
+        let (gave_up, _) = pending.insert_counted(later);
+        let (unanswered, _) = pending.insert_counted(later);
+        assert!(pending.remove(gave_up));
+        let waiter = tokio::spawn({
+            let pending = pending.clone();
+            async move { outcome(&pending, awaited).await }
+        });
+        tokio::task::yield_now().await;
+        let mut answers = vec![
+            answer(awaited, b"a"),
+            answer(gave_up, b"late"),
+            answer(not_polled_yet, b"b"),
+        ];
+        let mut wakers = Vec::new();
+        let mut stale = Vec::new();
+        pending.complete_answers(&mut answers, &mut wakers, |id| stale.push(id));
+        assert!(answers.is_empty() && wakers.is_empty(), "both drained");
+        assert_eq!(stale, [gave_up], "the answer nobody waits for");
+        assert_eq!(count.get(), 1, "two calls answered, one still waiting");
+        assert_eq!(pending.len(), 1);
+        let got = waiter.await.unwrap();
+        assert!(matches!(got, Some(Ok(f)) if f.body.as_ref() == b"a"));
+        let got = outcome(&pending, not_polled_yet).await;
+        assert!(matches!(got, Some(Ok(f)) if f.body.as_ref() == b"b"));
+        assert!(pending.complete(unanswered, Err(RpcError::ShuttingDown)));
+        assert_eq!(count.get(), 0);
     }
 
     #[tokio::test]

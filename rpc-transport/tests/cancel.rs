@@ -60,7 +60,7 @@ async fn a_dropped_call_and_a_timed_out_call_send_cancel() {
 
     let mut frame = OutFrame::request(0, 1, "S", "m", Bytes::from_static(b"\x90"));
     let dropped = pending(
-        conn.start(
+        conn.clone().start(
             &mut frame,
             spec(Duration::from_secs(5), Duration::from_secs(5)),
         )
@@ -76,7 +76,7 @@ async fn a_dropped_call_and_a_timed_out_call_send_cancel() {
 
     let mut frame = OutFrame::request(0, 1, "S", "m", Bytes::from_static(b"\x90"));
     let timing_out = pending(
-        conn.start(
+        conn.clone().start(
             &mut frame,
             spec(Duration::from_millis(30), Duration::from_millis(30)),
         )

@@ -43,6 +43,16 @@ impl Lease {
             Lease::Pooled(p) => p.connection(),
         }
     }
+
+    /// The connection for a call to keep, and the pool's lease if it is a
+    /// pooled one (held as long as the caller chooses): a shared
+    /// connection's reference moves to the call instead of being cloned.
+    pub fn into_parts(self) -> (Arc<Connection>, Option<PooledLease>) {
+        match self {
+            Lease::Shared(c) => (c, None),
+            Lease::Pooled(p) => (p.connection().clone(), Some(p)),
+        }
+    }
 }
 
 /// The connections of one client to one address.

@@ -65,7 +65,7 @@ pub async fn echo_call(conn: &Arc<Connection>, i: u64) {
         deadline: Instant::now() + Duration::from_secs(10),
         timeout: Duration::from_secs(10),
     };
-    let call = match conn.start(&mut frame, spec).unwrap() {
+    let call = match Arc::clone(conn).start(&mut frame, spec).unwrap() {
         Started::Sent(call) => call,
         Started::Waiting(call, wait) => {
             wait.await.unwrap();
