@@ -84,6 +84,9 @@ pub(crate) struct ServerCtx {
     /// Bytes that large request frames may hold at once, across connections
     /// (`memory.frame_budget`).
     pub frame_budget: rpc_transport::FrameBudget,
+    /// The connections' busy polls: none polls while many are in rhythm
+    /// (`rpc_transport::BusyPoll`).
+    pub poll_group: rpc_transport::PollGroup,
 }
 
 impl ServerCtx {
@@ -120,6 +123,9 @@ impl ServerCtx {
             interceptors,
             #[cfg(feature = "tower")]
             layers: None,
+            poll_group: rpc_transport::PollGroup::new(
+                tokio::runtime::Handle::current().metrics().num_workers(),
+            ),
             runtime: tokio::runtime::Handle::current(),
             config,
             stop: StopState::new(),

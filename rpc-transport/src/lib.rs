@@ -58,7 +58,7 @@ pub mod write_now;
 pub mod writer;
 
 pub use budget::{FrameBudget, Reserved};
-pub use busy_poll::BusyPoll;
+pub use busy_poll::{BusyPoll, PollGroup};
 pub use close::CloseSignal;
 pub use config::{ClientTransport, IoCounters, TransportConfig};
 pub use connection::{

@@ -60,11 +60,12 @@ async fn a_dropped_call_and_a_timed_out_call_send_cancel() {
 
     let mut frame = OutFrame::request(0, 1, "S", "m", Bytes::from_static(b"\x90"));
     let dropped = pending(
-        conn.clone().start(
-            &mut frame,
-            spec(Duration::from_secs(5), Duration::from_secs(5)),
-        )
-        .unwrap(),
+        conn.clone()
+            .start(
+                &mut frame,
+                spec(Duration::from_secs(5), Duration::from_secs(5)),
+            )
+            .unwrap(),
     );
     let dropped_id = dropped.request_id();
     drop(dropped);
@@ -76,11 +77,12 @@ async fn a_dropped_call_and_a_timed_out_call_send_cancel() {
 
     let mut frame = OutFrame::request(0, 1, "S", "m", Bytes::from_static(b"\x90"));
     let timing_out = pending(
-        conn.clone().start(
-            &mut frame,
-            spec(Duration::from_millis(30), Duration::from_millis(30)),
-        )
-        .unwrap(),
+        conn.clone()
+            .start(
+                &mut frame,
+                spec(Duration::from_millis(30), Duration::from_millis(30)),
+            )
+            .unwrap(),
     );
     let id = timing_out.request_id();
     let err = timing_out.response().await.unwrap_err();

@@ -55,15 +55,16 @@ pub fn scene_result(
         result.volo_transport = transport.name().to_owned();
     }
     result.rounds = stats.iter().map(RoundFigures::from).collect();
-    let mut extra = |key: &str, values: Vec<f64>| {
-        if let Some(v) = median(&values) {
-            result.extra.insert(key.to_owned(), round3(v));
-        }
-    };
     let tps: Vec<f64> = stats.iter().map(|s| s.tps).collect();
     if let Some((lo, hi)) = spread(&tps) {
-        extra("tps_min", vec![lo]);
-        extra("tps_max", vec![hi]);
+        // Rounded outwards: the spread still holds the median (which is
+        // not rounded) when it is one of its ends.
+        result
+            .extra
+            .insert("tps_min".to_owned(), (lo * 1000.0).floor() / 1000.0);
+        result
+            .extra
+            .insert("tps_max".to_owned(), (hi * 1000.0).ceil() / 1000.0);
     }
     // jkbenchmark kept the best round: the shortest in count mode, the fastest when timed.
     let best = match plan.scene_secs {
@@ -73,7 +74,17 @@ pub fn scene_result(
             .min_by(|a, b| a.runtime_ms.total_cmp(&b.runtime_ms))
             .map(|s| s.tps),
     };
-    extra("tps_best", best.into_iter().collect());
+    // Rounded as `tps_max` is: timed, the best round is the fastest.
+    if let Some(best) = best {
+        result
+            .extra
+            .insert("tps_best".to_owned(), (best * 1000.0).ceil() / 1000.0);
+    }
+    let mut extra = |key: &str, values: Vec<f64>| {
+        if let Some(v) = median(&values) {
+            result.extra.insert(key.to_owned(), round3(v));
+        }
+    };
     type Figure = fn(&RoundStats) -> f64;
     let figures: [(&str, Figure); 2] = [("p50_min", |s| s.p50_ms), ("p99_min", |s| s.p99_ms)];
     for (key, f) in figures {

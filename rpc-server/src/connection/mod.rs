@@ -328,7 +328,8 @@ async fn serve_halves<R, W>(
     // A frame read by the `select!` below, handled at the top of the next turn
     // together with every frame already buffered behind it.
     let mut next_frame: Option<(Frame, Option<Reserved>)> = None;
-    let mut busy_poll = BusyPoll::new(ctx.config.busy_poll, reader.can_read_now());
+    let mut busy_poll =
+        BusyPoll::new(ctx.config.busy_poll, reader.can_read_now()).in_group(&ctx.poll_group);
     // The busy poll read a frame (or found the end of the stream) itself.
     let mut polled = false;
     // The socket may have been lent to the workers since the last batch: a
