@@ -78,7 +78,7 @@ impl ServerEndpoint {
 
     /// Calls this client has in flight to the address, when it is one of a
     /// list (the one server of a fixed one-address client is not counted
-    /// here, see [`Chosen::begin`]).
+    /// here, see `Chosen::begin`).
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Relaxed)
     }

@@ -86,7 +86,9 @@ pub struct ServerConfig {
     /// (`0`: never): a lone caller's round trip without the wake-ups. For a
     /// connection whose calls do not go to the worker pool and with none
     /// pending on it; a TLS connection only on a runtime with one worker
-    /// thread; at most [`ServerConfig::MAX_BUSY_POLL`].
+    /// thread; none while more connections than one per two runtime threads
+    /// are in rhythm ([`rpc_transport::PollGroup`]); at most
+    /// [`ServerConfig::MAX_BUSY_POLL`].
     #[serde(rename = "busy_poll_us", with = "rpc_core::config::duration_us")]
     pub busy_poll: Duration,
     /// What large frames may hold, and whether freed memory goes back to the system.
