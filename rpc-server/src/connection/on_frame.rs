@@ -319,7 +319,7 @@ impl<'a> Conn<'a, '_> {
                     received,
                     reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
-                match job.submit(lane.pool, self.ctx, route, true) {
+                match job.submit(lane.pool, self.ctx, true) {
                     Ok(()) => {
                         self.pooled.set(self.pooled.get() + 1);
                         live.insert(Live {
@@ -329,7 +329,7 @@ impl<'a> Conn<'a, '_> {
                             deadline,
                         })
                     }
-                    Err(busy) => answers.push(reply_to.error(&busy)),
+                    Err(rejected) => answers.push(reply_to.error(&rejected.error(route))),
                 }
                 None
             }

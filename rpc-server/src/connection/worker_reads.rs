@@ -38,7 +38,6 @@ use crate::admission::QuietMarker;
 use crate::ctx::ServerCtx;
 use crate::dispatch::{PoolJob, Reply};
 use crate::reply::{AnswerSlot, PoolAnswers, ReplyTo, TakeRequest};
-use crate::router::Route;
 
 /// How long the connection task lets its read side stay lent before it
 /// takes it back for a turn (see the module docs).
@@ -103,10 +102,13 @@ impl RunLoans {
     }
 }
 
-/// A call a worker started, for the connection task's live-call table.
+/// A call a worker started, for the connection task's live-call table. Its
+/// method by name, routed again by the task: the route's `Arc` is shared by
+/// every call of the method, on every thread.
 pub(super) struct Started {
     cancel: CancelSignal,
-    route: Route,
+    service: &'static str,
+    method: &'static str,
     reply_to: ReplyTo,
     deadline: Option<(Instant, Duration)>,
 }
@@ -151,7 +153,7 @@ pub(super) fn drain_started<'a>(
     // end early.
     for call in started.drain(..).filter(|call| call.cancel.is_running()) {
         // Routed a moment ago by the same router: found again.
-        if let Ok(route) = ctx.router.route_ref(call.route.service, call.route.method) {
+        if let Ok(route) = ctx.router.route_ref(call.service, call.method) {
             live.insert(Live {
                 cancel: call.cancel,
                 route,
@@ -185,12 +187,14 @@ impl TakeRequest for WorkerReads {
                 }) => {
                     started.push(Started {
                         cancel: req.cx.cancellation().clone(),
-                        route: route.clone(),
+                        service: route.service,
+                        method: route.method,
                         reply_to,
                         deadline,
                     });
                     self.quiet.call_started();
                     let end = req.cx.cancellation().clone();
+                    let (service, method) = (route.service, route.method);
                     let job = PoolJob {
                         ctx: ctx.clone(),
                         route: route.clone(),
@@ -198,7 +202,13 @@ impl TakeRequest for WorkerReads {
                         received,
                         reply: Reply::Frame(answers.reserve(reply_to, None)),
                     };
-                    starts.push(Start::Run(job, end, reply_to));
+                    starts.push(Start::Run {
+                        job,
+                        end,
+                        reply_to,
+                        service,
+                        method,
+                    });
                 }
                 Err((reply_to, e)) => {
                     ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -208,9 +218,10 @@ impl TakeRequest for WorkerReads {
         }
         drop(started);
         let answers = answers.clone();
+        let ctx = ctx.clone();
         Box::new(move || {
             for start in starts {
-                start.go(&answers);
+                start.go(&ctx, &answers);
             }
         })
     }
@@ -219,19 +230,36 @@ impl TakeRequest for WorkerReads {
 /// What starts one request a worker read, once the answers' lock is let go.
 enum Start {
     /// A call to submit to the pool (to the worker that read it, which is
-    /// awake).
-    Run(PoolJob, CancelSignal, ReplyTo),
+    /// awake); its method by name, for the rare call the pool refuses.
+    Run {
+        job: PoolJob,
+        end: CancelSignal,
+        reply_to: ReplyTo,
+        service: &'static str,
+        method: &'static str,
+    },
     /// A request that does not run: its error is its answer.
     Refuse(AnswerSlot, RpcError),
 }
 
 impl Start {
-    fn go(self, answers: &Arc<PoolAnswers>) {
+    fn go(self, ctx: &ServerCtx, answers: &Arc<PoolAnswers>) {
         match self {
-            Start::Run(job, end, reply_to) => {
-                let (ctx, route) = (job.ctx.clone(), job.route.clone());
+            Start::Run {
+                job,
+                end,
+                reply_to,
+                service,
+                method,
+            } => {
                 let refused = match ctx.dispatcher.pool() {
-                    Some(pool) => job.submit(pool, &ctx, &route, true).err(),
+                    Some(pool) => job.submit(pool, ctx, true).err().map(|rejected| {
+                        match ctx.router.route_ref(service, method) {
+                            Ok(route) => rejected.error(route),
+                            // Routed a moment ago by the same router.
+                            Err(e) => e,
+                        }
+                    }),
                     // Only pool dispatch lends; a call is answered even so.
                     None => Some(RpcError::ShuttingDown),
                 };

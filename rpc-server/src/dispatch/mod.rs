@@ -275,20 +275,15 @@ impl PoolJob {
     }
 
     /// Submits to the pool. When the pool is full the job is dropped unrun
-    /// (its answer slot counts the call done without answering) and the
-    /// `ServerBusy` error is returned, for the caller to answer right away.
-    /// `ctx` and `route` (the caller's, the same the job holds) count the
-    /// rejection: borrowed rather than cloned out of the job, whose `Arc`s are
-    /// shared by every connection and worker thread. `batched`: one call of
-    /// a batch, after which the caller wakes the pool once
-    /// ([`WorkerPool::wake_idle`]).
-    pub fn submit(
-        self,
-        pool: &WorkerPool,
-        ctx: &ServerCtx,
-        route: &RouteEntry,
-        batched: bool,
-    ) -> Result<(), RpcError> {
+    /// (its answer slot counts the call done without answering), the
+    /// rejection is counted in `ctx`'s stats, and [`Rejected`] says so: its
+    /// [`error`](Rejected::error), for the caller to answer right away,
+    /// counts the call in its route's metrics too. The route is the
+    /// caller's to give there, borrowed rather than cloned out of the job:
+    /// its `Arc`, like `ctx`'s, is shared by every connection and worker
+    /// thread. `batched`: one call of a batch, after which the caller wakes
+    /// the pool once ([`WorkerPool::wake_idle`]).
+    pub fn submit(self, pool: &WorkerPool, ctx: &ServerCtx, batched: bool) -> Result<(), Rejected> {
         let task: crate::pool::Task = Box::new(move || self.run());
         let submitted = if batched {
             pool.submit_quietly(task)
@@ -301,13 +296,32 @@ impl PoolJob {
                 drop(rejected);
                 ctx.stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
                 ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                route.metrics.record(Duration::ZERO, false);
                 let s = pool.stats();
-                Err(RpcError::ServerBusy(format!(
-                    "worker pool full ({} threads busy, {} queued)",
-                    s.active, s.queued
-                )))
+                Err(Rejected {
+                    active: s.active,
+                    queued: s.queued,
+                })
             }
         }
+    }
+}
+
+/// A job the worker pool refused, full (see [`PoolJob::submit`]).
+#[must_use = "the caller of a rejected job answers it with `error`"]
+#[derive(Debug)]
+pub(crate) struct Rejected {
+    active: usize,
+    queued: usize,
+}
+
+impl Rejected {
+    /// The `ServerBusy` its caller gets; counts the call, failed, in the
+    /// metrics of `route` (the method it was for).
+    pub fn error(self, route: &RouteEntry) -> RpcError {
+        route.metrics.record(Duration::ZERO, false);
+        RpcError::ServerBusy(format!(
+            "worker pool full ({} threads busy, {} queued)",
+            self.active, self.queued
+        ))
     }
 }

@@ -329,7 +329,8 @@ async fn call(
                     received,
                     reply: Reply::Channel(tx),
                 }
-                .submit(pool, ctx, &route, false)?;
+                .submit(pool, ctx, false)
+                .map_err(|rejected| rejected.error(&route))?;
                 rx.await
                     .map_err(|_| RpcError::Handler("the worker dropped the call".into()))?
             }
