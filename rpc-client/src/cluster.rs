@@ -2,7 +2,8 @@
 //!
 //! Each server address is one [`ServerEndpoint`] with its own [`Connections`]
 //! (reused, pooled or fixed, as configured), a count of this client's calls in
-//! flight to it, and a *down* mark. The cluster holds, per service, the list of
+//! flight to it (the client's own count stands in for it when it is the one
+//! server of a one-address client, see [`Chosen::begin`]), and a *down* mark. The cluster holds, per service, the list of
 //! endpoints serving it with their weights and a balancer [`Picker`] built for
 //! that list; a static address list is one list that serves every service.
 //!
@@ -127,8 +128,9 @@ impl ServerEndpoint {
 /// Measured at 10 connections × 100 calls of 1 KiB with both client threads
 /// calling, it was 5 % of the client's calls per second.
 pub(crate) enum Chosen<'a> {
-    /// The one server of a list that never changes.
-    Only(&'a ServerEndpoint),
+    /// The one server of a list that never changes; `counted`: its calls are
+    /// counted apart from the client's own count (see [`Chosen::begin`]).
+    Only(&'a ServerEndpoint, bool),
     /// A server of a list that may change.
     Listed(Arc<ServerEndpoint>),
 }
@@ -138,33 +140,40 @@ impl std::ops::Deref for Chosen<'_> {
 
     fn deref(&self) -> &ServerEndpoint {
         match self {
-            Chosen::Only(e) => e,
+            Chosen::Only(e, _) => e,
             Chosen::Listed(e) => e,
         }
     }
 }
 
 impl Chosen<'_> {
-    /// Counts a call in flight on a listed endpoint until the guard drops,
-    /// for the balancer (`least_active`) and the endpoint's stats. The one
-    /// server of a fixed one-address client is not counted here: nothing
-    /// balances over it, and its count is the client's own
+    /// Counts a call in flight on the endpoint until the guard drops, for
+    /// the balancer (`least_active`) and the endpoint's stats. The one server
+    /// of a fixed one-address client is not counted here unless its
+    /// connection is `reused` (shared with other clients): nothing balances
+    /// over it, and its count is the client's own
     /// ([`CallsInFlight`](rpc_transport::CallsInFlight), which every call
     /// moves anyway), so a call spares two atomic writes to a line every
     /// calling thread writes (1.6 % of the client's CPU at 10:100:1024).
     pub(crate) fn begin(&self) -> InFlight<'_> {
         match self {
-            Chosen::Only(_) => InFlight(None),
-            Chosen::Listed(e) => {
-                e.in_flight.fetch_add(1, Ordering::Relaxed);
-                InFlight(Some(e))
-            }
+            Chosen::Only(_, false) => InFlight(None),
+            Chosen::Only(e, true) => InFlight::on(e),
+            Chosen::Listed(e) => InFlight::on(e),
         }
     }
 }
 
-/// A call in flight to a listed endpoint (see [`Chosen::begin`]).
+/// A call in flight to an endpoint, if it is counted there (see
+/// [`Chosen::begin`]).
 pub(crate) struct InFlight<'a>(Option<&'a ServerEndpoint>);
+
+impl<'a> InFlight<'a> {
+    fn on(endpoint: &'a ServerEndpoint) -> Self {
+        endpoint.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(Some(endpoint))
+    }
+}
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
@@ -319,6 +328,13 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Whether the one server of a fixed one-address client counts its
+    /// calls itself: only when its connection is `reused`, whose count is
+    /// that of the client that opened it (see [`Chosen::begin`]).
+    fn counts_only(&self) -> bool {
+        matches!(self.config.connect, crate::Connect::Reused)
+    }
+
     /// The registry this cluster follows.
     pub fn registry(&self) -> &Arc<dyn Registry> {
         &self.registry
@@ -333,7 +349,7 @@ impl Cluster {
         failed: &[String],
     ) -> Result<Chosen<'_>, RpcError> {
         if let Some(only) = self.only.get() {
-            return Ok(Chosen::Only(only));
+            return Ok(Chosen::Only(only, self.counts_only()));
         }
         let state = self.state.read();
         let Some(list) = state.list(service).filter(|l| !l.members.is_empty()) else {
@@ -386,7 +402,9 @@ impl Cluster {
                     services,
                     in_flight: match self.only.get() {
                         // Not counted per endpoint (see `Chosen::begin`).
-                        Some(only) if Arc::ptr_eq(only, e) => self.transport.in_flight.get(),
+                        Some(only) if Arc::ptr_eq(only, e) && !self.counts_only() => {
+                            self.transport.in_flight.get()
+                        }
                         _ => e.in_flight(),
                     },
                     open_connections: e.connections.open_count(),
@@ -600,7 +618,7 @@ mod tests {
         .await
         .unwrap();
         let chosen = fixed.choose("S", None, &[]).unwrap();
-        assert!(matches!(chosen, Chosen::Only(_)));
+        assert!(matches!(chosen, Chosen::Only(_, false)));
         assert_eq!(chosen.addr(), "127.0.0.1:1");
 
         // One server of a list that may change: shared per call, and the

@@ -104,31 +104,34 @@ impl PollGroup {
     }
 
     /// Counts a connection that starts a wait in rhythm in `window` (once
-    /// per window: the caller remembers the last one it was counted in).
+    /// per window: the caller remembers the last one it was counted in). A
+    /// caller's clock may lag the group's newest window (read before an
+    /// await, or preempted): the window before the current one is counted
+    /// there, an older one not at all — the group never moves back.
     fn count(&self, window: u32) {
         let _ = self
             .windows
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
                 let (current, before, here) = unpack(packed);
-                Some(if window == current {
-                    pack(current, before, here.saturating_add(1))
-                } else if window == current.wrapping_add(1) {
-                    pack(window, here, 1)
-                } else {
-                    pack(window, 0, 1)
+                let ahead = window.wrapping_sub(current) as i32;
+                Some(match ahead {
+                    0 => pack(current, before, here.saturating_add(1)),
+                    1 => pack(window, here, 1),
+                    2.. => pack(window, 0, 1),
+                    -1 => pack(current, before.saturating_add(1), here),
+                    _ => packed,
                 })
             });
     }
 
-    /// Whether too many connections were in rhythm lately (as of `window`).
+    /// Whether too many connections were in rhythm lately (as of `window`;
+    /// a clock that lags the newest window sees that one).
     fn crowded(&self, window: u32) -> bool {
         let (current, before, here) = unpack(self.windows.load(Ordering::Relaxed));
-        let lately = if window == current {
-            before.max(here)
-        } else if window == current.wrapping_add(1) {
-            here
-        } else {
-            0
+        let lately = match window.wrapping_sub(current) as i32 {
+            1 => here,
+            2.. => 0,
+            _ => before.max(here),
         };
         u64::from(lately) > self.most
     }
@@ -160,7 +163,7 @@ pub struct BusyPoll<'g> {
     /// Polling (until `waiting_since` + the limit) instead of parking.
     polling: bool,
     /// The window this connection was last counted in, in its group.
-    counted_in: u32,
+    counted_in: Option<u32>,
     /// The server's connections, if this is one of them.
     group: Option<&'g PollGroup>,
 }
@@ -187,7 +190,7 @@ impl<'g> BusyPoll<'g> {
             limit_us: u32::try_from(limit.as_micros()).unwrap_or(u32::MAX),
             quick: 0,
             polling: false,
-            counted_in: u32::MAX,
+            counted_in: None,
             group: None,
         }
     }
@@ -266,8 +269,8 @@ impl<'g> BusyPoll<'g> {
         self.polling = may_poll && self.quick >= RHYTHM;
         if let Some(group) = self.group.filter(|_| self.quick >= RHYTHM) {
             let window = group.window(now, self.limit());
-            if window != self.counted_in {
-                self.counted_in = window;
+            if self.counted_in != Some(window) {
+                self.counted_in = Some(window);
                 group.count(window);
             }
         }
@@ -417,6 +420,21 @@ mod tests {
         group.count(9);
         assert_eq!(unpack(group.windows.load(Ordering::Relaxed)), (9, 0, 1));
         assert!(!group.crowded(9));
+        // A lagging clock: the window before is counted there, older ones
+        // not at all, and the group does not move back.
+        group.count(8);
+        assert_eq!(unpack(group.windows.load(Ordering::Relaxed)), (9, 1, 1));
+        group.count(8);
+        assert!(group.crowded(8) && group.crowded(9), "seen from either");
+        group.count(3);
+        assert_eq!(unpack(group.windows.load(Ordering::Relaxed)), (9, 2, 1));
+        // Across the index's wrap.
+        let group = PollGroup::new(2);
+        group.count(u32::MAX);
+        group.count(0);
+        assert_eq!(unpack(group.windows.load(Ordering::Relaxed)), (0, 1, 1));
+        group.count(u32::MAX);
+        assert!(group.crowded(0));
     }
 
     #[test]

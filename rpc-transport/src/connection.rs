@@ -519,6 +519,7 @@ impl Connection {
     /// for them instead of parked, whether the poll read them itself
     /// ([`busy_poll_reads`](Self::busy_poll_reads)) or a runtime thread saw
     /// the socket readable first: the answers a lone caller was polled for.
+    /// Frames that came in one read (a pushed stream's items) count once.
     pub fn busy_polled_frames(&self) -> u64 {
         self.shared.busy_polled_frames.load(Ordering::Relaxed)
     }
@@ -721,7 +722,8 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
                 continue;
             }
         };
-        // One clock reading per frame, only while at most one call is in
+        // One clock reading per read (the frames buffered behind this one
+        // are handled below without it), only while at most one call is in
         // flight (a lone caller: its next answer is worth polling for).
         if poll.is_on() {
             let lone = shared.pending.client_in_flight() <= 1;
