@@ -3,9 +3,10 @@
 //! Each server address is one [`ServerEndpoint`] with its own [`Connections`]
 //! (reused, pooled or fixed, as configured), a count of this client's calls in
 //! flight to it (the client's own count stands in for it when it is the one
-//! server of a one-address client, see [`Chosen::begin`]), and a *down* mark. The cluster holds, per service, the list of
-//! endpoints serving it with their weights and a balancer [`Picker`] built for
-//! that list; a static address list is one list that serves every service.
+//! server of a one-address client, see `Chosen::begin`), and a *down* mark.
+//! The cluster holds, per service, the list of endpoints serving it with
+//! their weights and a balancer [`Picker`] built for that list; a static
+//! address list is one list that serves every service.
 //!
 //! **Choosing.** Per attempt the client asks `Cluster::choose` for an
 //! endpoint of the call's service. The balancer chooses among endpoints that are
