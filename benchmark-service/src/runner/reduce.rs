@@ -59,12 +59,8 @@ pub fn scene_result(
     if let Some((lo, hi)) = spread(&tps) {
         // Rounded outwards: the spread still holds the median (which is
         // not rounded) when it is one of its ends.
-        result
-            .extra
-            .insert("tps_min".to_owned(), (lo * 1000.0).floor() / 1000.0);
-        result
-            .extra
-            .insert("tps_max".to_owned(), (hi * 1000.0).ceil() / 1000.0);
+        result.extra.insert("tps_min".to_owned(), round3_down(lo));
+        result.extra.insert("tps_max".to_owned(), round3_up(hi));
     }
     // jkbenchmark kept the best round: the shortest in count mode, the fastest when timed.
     let best = match plan.scene_secs {
@@ -76,9 +72,7 @@ pub fn scene_result(
     };
     // Rounded as `tps_max` is: timed, the best round is the fastest.
     if let Some(best) = best {
-        result
-            .extra
-            .insert("tps_best".to_owned(), (best * 1000.0).ceil() / 1000.0);
+        result.extra.insert("tps_best".to_owned(), round3_up(best));
     }
     let mut extra = |key: &str, values: Vec<f64>| {
         if let Some(v) = median(&values) {
@@ -230,6 +224,16 @@ pub fn print_scene(
 
 fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
+}
+
+/// [`round3`] towards minus infinity (a spread's low end).
+fn round3_down(v: f64) -> f64 {
+    (v * 1000.0).floor() / 1000.0
+}
+
+/// [`round3`] towards plus infinity (a spread's high end).
+fn round3_up(v: f64) -> f64 {
+    (v * 1000.0).ceil() / 1000.0
 }
 
 /// The Dubbo report's "Test Scene" for a scene.
