@@ -32,8 +32,12 @@ pub(crate) enum Dispatcher {
 
 impl Dispatcher {
     /// The dispatcher `config.dispatch` asks for; pool mode starts the pool
-    /// (its threads named `brisk-worker` unless the config names them).
-    pub fn for_config(config: &ServerConfig) -> Result<Dispatcher, RpcError> {
+    /// (its threads named `brisk-worker` unless the config names them, and
+    /// inside `runtime`, where handlers run).
+    pub fn for_config(
+        config: &ServerConfig,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Dispatcher, RpcError> {
         match &config.dispatch {
             DispatchConfig::Direct => Ok(Dispatcher::Direct),
             DispatchConfig::Pool(pool_config) => {
@@ -41,7 +45,7 @@ impl Dispatcher {
                 if pool_config.name.is_empty() {
                     pool_config.name = "brisk-worker".into();
                 }
-                let pool = WorkerPool::new(pool_config)
+                let pool = WorkerPool::in_runtime(pool_config, runtime.clone())
                     .map_err(|e| RpcError::config("pool", e.to_string()))?;
                 Ok(Dispatcher::Pool(Arc::new(pool)))
             }
@@ -108,7 +112,8 @@ impl ServerCtx {
         interceptors: Vec<Arc<dyn Interceptor>>,
         mut registry: prometheus_client::registry::Registry,
     ) -> Result<ServerCtx, RpcError> {
-        let dispatcher = Dispatcher::for_config(&config)?;
+        let runtime = tokio::runtime::Handle::current();
+        let dispatcher = Dispatcher::for_config(&config, &runtime)?;
         let metrics = Metrics::for_router(&router);
         let stats = Arc::new(ServerStats::default());
         registry.register_collector(Box::new(
@@ -123,10 +128,8 @@ impl ServerCtx {
             interceptors,
             #[cfg(feature = "tower")]
             layers: None,
-            poll_group: rpc_transport::PollGroup::new(
-                tokio::runtime::Handle::current().metrics().num_workers(),
-            ),
-            runtime: tokio::runtime::Handle::current(),
+            poll_group: rpc_transport::PollGroup::new(runtime.metrics().num_workers()),
+            runtime,
             config,
             stop: StopState::new(),
             stats,

@@ -251,8 +251,9 @@ impl PoolJob {
             received,
             reply,
         } = self;
-        // One clock reading: how long the call queued, and when it started.
-        let started = Instant::now();
+        // When it started: where this worker's call before it ended, when
+        // it ran that one just before (`pool::streak`).
+        let started = crate::pool::streak::start();
         let end = req.cx.cancellation().clone();
         if !end.is_running() {
             // Its caller gave up while it queued (the connection answered

@@ -70,10 +70,9 @@ pub(super) fn run_call(
     reply: Reply,
 ) {
     let mut handler = AssertUnwindSafe(start_call(&ctx, &route, req)).catch_unwind();
-    let first = {
-        let _runtime = ctx.runtime.enter();
-        handler.poll_unpin(&mut Context::from_waker(Waker::noop()))
-    };
+    // Inside the server's runtime: a worker thread enters it for its life
+    // (`WorkerPool::in_runtime`).
+    let first = handler.poll_unpin(&mut Context::from_waker(Waker::noop()));
     let outcome = match first {
         Poll::Ready(outcome) => outcome,
         Poll::Pending => {
@@ -96,7 +95,7 @@ pub(super) fn run_call(
             return;
         }
     };
-    let result = finish_call(&ctx, &route, started.elapsed(), outcome);
+    let result = finish_call(&ctx, &route, ended_since(started), outcome);
     reply.end(&end, result);
 }
 
@@ -125,28 +124,21 @@ fn wait(call: Waiting) {
     // Weak: the task's future holds the pool already (through `ctx`).
     let pool = Arc::downgrade(pool);
     let runtime = call.ctx.runtime.clone();
-    let schedule = {
-        let runtime = runtime.clone();
-        move |runnable: async_task::Runnable| {
-            // First, so left last: a call that a shut-down pool refuses is
-            // dropped here, with its handler, on whatever thread woke it, and
-            // inside the runtime's context (a handler's drop may need it).
-            let _runtime = runtime.enter();
-            let resumed = Box::new({
-                let runtime = runtime.clone();
-                move || {
-                    let _runtime = runtime.enter();
-                    runnable.run();
-                }
-            });
-            if let Some(pool) = pool.upgrade() {
-                let _ = pool.resume(resumed);
-            }
+    let schedule = move |runnable: async_task::Runnable| {
+        // First, so left last: a call that a shut-down pool refuses is
+        // dropped here, with its handler, on whatever thread woke it, and
+        // inside the runtime's context (a handler's drop may need it).
+        let _runtime = runtime.enter();
+        // Run by a worker, inside the runtime already.
+        let resumed = Box::new(move || {
+            runnable.run();
+        });
+        if let Some(pool) = pool.upgrade() {
+            let _ = pool.resume(resumed);
         }
     };
     let (runnable, task) = async_task::spawn(finish(call, parked), schedule);
     task.detach();
-    let _runtime = runtime.enter();
     runnable.run();
 }
 
@@ -164,7 +156,13 @@ async fn finish(mut call: Waiting, _parked: crate::pool::Parked) {
     // The handler first: it borrows from the fields left behind it.
     drop(call.handler);
     if let Some(outcome) = outcome {
-        let result = finish_call(&call.ctx, &call.route, call.started.elapsed(), outcome);
+        let result = finish_call(&call.ctx, &call.route, ended_since(call.started), outcome);
         call.reply.end(&call.end, result);
     }
+}
+
+/// How long a call that `started` took, read as it ends on this worker
+/// (the start of the worker's next call, `pool::streak`).
+fn ended_since(started: Instant) -> std::time::Duration {
+    crate::pool::streak::end().saturating_duration_since(started)
 }

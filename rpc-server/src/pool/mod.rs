@@ -140,6 +140,7 @@ mod monitor;
 mod rhythm;
 mod seat;
 mod stats;
+pub(crate) mod streak;
 mod sync;
 mod transfer;
 
@@ -294,6 +295,11 @@ struct Shared {
     /// call after each (`rhythm.rs`), and looks at a lent read side then.
     rhythm: AtomicBool,
     name: String,
+    /// The tokio runtime every worker thread enters once, for its life, when
+    /// the pool runs a server's calls (a handler may spawn, sleep or do
+    /// tokio I/O): entering per task was a thread-local swap in and out
+    /// per call.
+    runtime: Option<tokio::runtime::Handle>,
 
     /// Accepted but unfinished tasks (queued + running + being handed over).
     submitted: Padded<AtomicUsize>,
@@ -488,6 +494,7 @@ impl Shared {
 
 fn worker_loop(shared: &Shared, first: Option<Task>) {
     tracing::debug!(pool = %shared.name, "worker thread started");
+    let _runtime = shared.runtime.as_ref().map(|runtime| runtime.enter());
     let seat = Arc::new(Seat::new());
     // Under loom nothing defers a wake-up (`wake_soon` wakes at once) and no
     // monitor thread looks at seats, so they stay out of the models: each
@@ -562,7 +569,10 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
             }
             None => {
                 #[cfg(not(brisk_loom))]
-                seat.flush();
+                {
+                    seat.flush();
+                    streak::broken();
+                }
                 rhythm.wait(shared, std::mem::take(&mut run), timeout)
             }
         };
@@ -628,6 +638,23 @@ pub struct WorkerPool {
 impl WorkerPool {
     /// Validates `config` and starts `core_threads` threads.
     pub fn new(config: PoolConfig) -> Result<WorkerPool, PoolError> {
+        WorkerPool::start(config, None)
+    }
+
+    /// [`new`](Self::new), its threads inside `runtime` for their whole
+    /// life: what a server's pool runs are its calls, whose handlers may
+    /// use the runtime.
+    pub(crate) fn in_runtime(
+        config: PoolConfig,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<WorkerPool, PoolError> {
+        WorkerPool::start(config, Some(runtime))
+    }
+
+    fn start(
+        config: PoolConfig,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> Result<WorkerPool, PoolError> {
         config.validate().map_err(PoolError::InvalidConfig)?;
         let pulse = Arc::new(Pulse::default());
         let (queue, submit_limit): (Box<dyn TaskQueue>, usize) = match config.queue {
@@ -647,6 +674,7 @@ impl WorkerPool {
             waiting: AtomicUsize::new(0),
             rhythm: AtomicBool::new(false),
             name: config.name.clone(),
+            runtime,
             submitted: Padded::default(),
             pulse,
             completed: Padded::default(),
