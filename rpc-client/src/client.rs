@@ -351,19 +351,26 @@ impl Client {
         };
         // Registered and queued without awaiting in the usual case, so this
         // future holds no send state (see `Connection::start`).
-        let (conn, pooled) = lease.into_parts();
-        let pending = match conn.start(frame, spec)? {
-            Started::Sent(call) => call,
-            Started::Waiting(call, wait) => {
-                wait.await?;
-                call
+        let answer = match lease.into_parts() {
+            // A shared connection: sent and answered in one future.
+            (conn, None) => conn.call(frame, spec).await?,
+            (conn, Some(pooled)) => {
+                let pending = match conn.start(frame, spec)? {
+                    Started::Sent(call) => call,
+                    Started::Waiting(call, wait) => {
+                        wait.await?;
+                        call
+                    }
+                };
+                // A pooled connection goes back to its pool once the
+                // request is written, or once it is answered.
+                let held =
+                    (self.inner.config.connect.hold() == PoolHold::Response).then_some(pooled);
+                let answer = pending.response().await?;
+                drop(held);
+                answer
             }
         };
-        // A pooled connection goes back to its pool once the request is
-        // written, or once it is answered.
-        let held = pooled.filter(|_| self.inner.config.connect.hold() == PoolHold::Response);
-        let answer = pending.response().await?;
-        drop(held);
         match answer.error_status() {
             None => Ok(RpcResponse {
                 body: compression::open_body(

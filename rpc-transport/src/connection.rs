@@ -35,7 +35,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use rpc_codec::{Code, Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
@@ -324,6 +324,41 @@ impl Connection {
         frame: &mut OutFrame,
         spec: SendSpec,
     ) -> Result<Started, RpcError> {
+        self.start_waking(frame, spec, None)
+    }
+
+    /// Sends `frame` and waits for its answer: [`start`](Self::start) and
+    /// [`PendingCall::response`] in one future, which saves the response's
+    /// first look at the pending table. The call's slot is registered with
+    /// the waker of the poll that starts it, and the answer cannot have been
+    /// collected before that same poll first waits for it, so that wait
+    /// returns `Pending` without taking the table's lock (a lock both the
+    /// caller's thread and the reader's take: one of the client's costliest
+    /// writes per call at 10:100:1024, `perf`).
+    pub async fn call(
+        self: Arc<Self>,
+        frame: &mut OutFrame,
+        spec: SendSpec,
+    ) -> Result<Frame, RpcError> {
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        // No await between here and the response's first poll but for a
+        // write that must wait, which polls the table as `response` does.
+        match self.start_waking(frame, spec, Some(waker))? {
+            Started::Sent(call) => call.outcome(true).await,
+            Started::Waiting(call, wait) => {
+                wait.await?;
+                call.response().await
+            }
+        }
+    }
+
+    /// [`start`](Self::start), the call's slot registered with `waker`.
+    fn start_waking(
+        self: Arc<Self>,
+        frame: &mut OutFrame,
+        spec: SendSpec,
+        waker: Option<Waker>,
+    ) -> Result<Started, RpcError> {
         let SendSpec {
             mode,
             deadline,
@@ -339,7 +374,7 @@ impl Connection {
         if self.shared.close.is_closed() {
             return Err(self.shared.not_sent());
         }
-        let (id, in_flight) = self.shared.pending.insert_counted(deadline);
+        let (id, in_flight) = self.shared.pending.insert_counted(deadline, waker);
         frame.request_id = id;
         // At least 1 ms: 0 on the wire means "no deadline".
         frame.timeout_ms = timeout.as_millis().clamp(1, u32::MAX as u128) as u32;
@@ -447,7 +482,7 @@ impl Connection {
         }
         // The id's slot is held until the stream is over (`StreamLink`); a
         // stream's deadline is its own (`RawStreaming`), not the sweeper's.
-        let (id, _) = self.shared.pending.insert_counted(far_future());
+        let (id, _) = self.shared.pending.insert_counted(far_future(), None);
         frame.request_id = id;
         frame.timeout_ms = spec
             .timeout
@@ -635,8 +670,21 @@ impl PendingCall {
 
     /// Waits for the response frame until the call's deadline (enforced by the
     /// connection's deadline sweeper: one timer per connection, not per call).
-    pub async fn response(mut self) -> Result<Frame, RpcError> {
-        let outcome = std::future::poll_fn(|cx| self.conn.shared.pending.poll(self.id, cx)).await;
+    pub async fn response(self) -> Result<Frame, RpcError> {
+        self.outcome(false).await
+    }
+
+    /// [`response`](Self::response); `armed`: the slot holds the waker of
+    /// the poll this future is first polled in (see [`Connection::call`]),
+    /// so that poll waits without looking.
+    async fn outcome(mut self, mut armed: bool) -> Result<Frame, RpcError> {
+        let outcome = std::future::poll_fn(|cx| {
+            if std::mem::take(&mut armed) {
+                return Poll::Pending;
+            }
+            self.conn.shared.pending.poll(self.id, cx)
+        })
+        .await;
         // Collected (or never there): the slot is free.
         self.answered = true;
         match outcome {

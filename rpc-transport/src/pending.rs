@@ -238,13 +238,14 @@ impl PendingCalls {
     /// Registers a call due at `deadline`; returns its request id.
     #[cfg(test)]
     pub(crate) fn insert(&self, deadline: Instant) -> u64 {
-        self.insert_counted(deadline).0
+        self.insert_counted(deadline, None).0
     }
 
-    /// Registers a call due at `deadline`; returns its request id and how
-    /// many calls (this one included) are now in flight on every connection
-    /// of the client ([`CallsInFlight`]).
-    pub(crate) fn insert_counted(&self, deadline: Instant) -> (u64, usize) {
+    /// Registers a call due at `deadline`, woken through `waker` once
+    /// answered (`None`: once polled); returns its request id and how many
+    /// calls (this one included) are now in flight on every connection of
+    /// the client ([`CallsInFlight`]).
+    pub(crate) fn insert_counted(&self, deadline: Instant, waker: Option<Waker>) -> (u64, usize) {
         let due_ms = self.due_ms(deadline);
         let (id, in_flight) = {
             let mut table = self.table.lock();
@@ -267,7 +268,7 @@ impl PendingCalls {
             table.slots[index as usize] = Slot {
                 id,
                 due_ms,
-                state: State::Waiting(None),
+                state: State::Waiting(waker),
             };
             let in_flight = table.waiting.add();
             (id, in_flight)
@@ -577,6 +578,28 @@ mod tests {
         assert_eq!(pending.len(), 0);
     }
 
+    #[test]
+    fn a_call_registered_with_a_waker_is_woken_without_being_polled() {
+        struct Flag(std::sync::atomic::AtomicBool);
+        impl std::task::Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let flag = Arc::new(Flag(false.into()));
+        let pending = PendingCalls::new();
+        let (id, _) = pending.insert_counted(
+            Instant::now() + Duration::from_secs(5),
+            Some(Waker::from(flag.clone())),
+        );
+        assert!(pending.complete(id, Err(RpcError::ShuttingDown)));
+        assert!(flag.0.load(Ordering::SeqCst), "woken by the answer");
+        let waker = Waker::from(flag);
+        let polled = pending.poll(id, &mut Context::from_waker(&waker));
+        assert!(matches!(polled, Poll::Ready(Some(Err(RpcError::ShuttingDown)))));
+        assert_eq!(pending.len(), 0);
+    }
+
     /// An answer frame to `id`, as the reader hands it up.
     fn answer(id: u64, body: &'static [u8]) -> Frame {
         let mut bytes = bytes::BytesMut::new();
@@ -592,10 +615,10 @@ mod tests {
         let count = CallsInFlight::default();
         let pending = Arc::new(PendingCalls::counted_in(count.clone()));
         let later = Instant::now() + Duration::from_secs(60);
-        let (awaited, _) = pending.insert_counted(later);
-        let (not_polled_yet, _) = pending.insert_counted(later);
-        let (gave_up, _) = pending.insert_counted(later);
-        let (unanswered, _) = pending.insert_counted(later);
+        let (awaited, _) = pending.insert_counted(later, None);
+        let (not_polled_yet, _) = pending.insert_counted(later, None);
+        let (gave_up, _) = pending.insert_counted(later, None);
+        let (unanswered, _) = pending.insert_counted(later, None);
         assert!(pending.remove(gave_up));
         let waiter = tokio::spawn({
             let pending = pending.clone();
@@ -628,11 +651,11 @@ mod tests {
         let a = PendingCalls::counted_in(count.clone());
         let b = PendingCalls::counted_in(count.clone());
         let later = Instant::now() + Duration::from_secs(60);
-        let (a1, n) = a.insert_counted(later);
+        let (a1, n) = a.insert_counted(later, None);
         assert_eq!(n, 1, "alone");
-        let (b1, n) = b.insert_counted(later);
+        let (b1, n) = b.insert_counted(later, None);
         assert_eq!(n, 2, "one in flight elsewhere");
-        let (_b2, _) = b.insert_counted(later);
+        let (_b2, _) = b.insert_counted(later, None);
         assert_eq!(count.get(), 3);
         assert!(a.remove(a1));
         assert!(b.complete(b1, Err(RpcError::ShuttingDown)));
@@ -640,7 +663,7 @@ mod tests {
         // A connection dropped with a call still waiting gives it back.
         drop(b);
         assert_eq!(count.get(), 0);
-        let _ = a.insert_counted(later);
+        let _ = a.insert_counted(later, None);
         a.fail_all(&RpcError::ShuttingDown);
         assert_eq!(count.get(), 0);
     }
