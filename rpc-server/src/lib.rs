@@ -93,6 +93,7 @@ mod registration;
 mod reply;
 pub mod router;
 pub mod server;
+mod shard;
 pub mod signals;
 pub mod stats;
 mod stop;

@@ -6,6 +6,8 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use crate::shard::{self, SHARDS};
+
 /// Live counters of one server.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -20,7 +22,7 @@ pub struct ServerStats {
     /// longest without a call).
     pub evicted_connections: AtomicU64,
     /// Requests read.
-    pub requests: AtomicU64,
+    pub requests: Counter,
     /// Requests answered with an error status.
     pub errors: AtomicU64,
     /// Requests rejected because the worker pool was full.
@@ -68,7 +70,7 @@ impl ServerStats {
             accepted_connections: self.accepted_connections.load(Ordering::Relaxed),
             refused_connections: self.refused_connections.load(Ordering::Relaxed),
             evicted_connections: self.evicted_connections.load(Ordering::Relaxed),
-            requests: self.requests.load(Ordering::Relaxed),
+            requests: self.requests.get(),
             errors: self.errors.load(Ordering::Relaxed),
             busy_rejections: self.busy_rejections.load(Ordering::Relaxed),
             busy_polled_frames: self.busy_polled_frames.load(Ordering::Relaxed),
@@ -76,5 +78,26 @@ impl ServerStats {
             worker_writes: self.worker_writes.load(Ordering::Relaxed),
             worker_reads: self.worker_reads.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// A count that every thread running calls adds to: one copy per
+/// thread shard (`shard.rs`), on cache lines of its own, summed when read.
+#[derive(Debug, Default)]
+pub struct Counter(Box<[Padded; SHARDS]>);
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded(AtomicU64);
+
+impl Counter {
+    /// Adds `n`, to the calling thread's copy.
+    pub fn add(&self, n: u64) {
+        self.0[shard::index()].0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The count: every copy's, summed.
+    pub fn get(&self) -> u64 {
+        self.0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
     }
 }

@@ -596,7 +596,10 @@ mod tests {
         assert!(flag.0.load(Ordering::SeqCst), "woken by the answer");
         let waker = Waker::from(flag);
         let polled = pending.poll(id, &mut Context::from_waker(&waker));
-        assert!(matches!(polled, Poll::Ready(Some(Err(RpcError::ShuttingDown)))));
+        assert!(matches!(
+            polled,
+            Poll::Ready(Some(Err(RpcError::ShuttingDown)))
+        ));
         assert_eq!(pending.len(), 0);
     }
 

@@ -41,7 +41,7 @@ pub(super) fn answer_too_large<W: AsyncWrite + Unpin>(
     warn!(%peer, request_id = id, size = header.frame_len(), max,
         "request larger than max_frame_size: answered FrameTooLarge, its bytes skipped");
     if header.kind == FrameKind::Request {
-        ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        ctx.stats.requests.add(1);
         ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
         let err = Inbound::too_large_error(header, max);
         outbox.push(OutFrame::error(id, header.serializer, &err));
@@ -284,7 +284,7 @@ impl<'a> Conn<'a, '_> {
                 return None;
             }
         }
-        self.ctx.stats.requests.fetch_add(1, Ordering::Relaxed);
+        self.ctx.stats.requests.add(1);
         let stream = frame.header.kind == FrameKind::StreamOpen;
         let refusal = self.stopping.then(|| {
             self.evicted

@@ -172,9 +172,7 @@ impl TakeRequest for WorkerReads {
         answers: &Arc<PoolAnswers>,
     ) -> Box<dyn FnOnce() + Send> {
         let ctx = &self.ctx;
-        ctx.stats
-            .requests
-            .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        ctx.stats.requests.add(frames.len() as u64);
         let mut starts = Vec::with_capacity(frames.len());
         let mut started = self.started.lock();
         for frame in frames.drain(..) {
