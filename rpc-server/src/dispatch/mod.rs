@@ -253,7 +253,7 @@ impl PoolJob {
         } = self;
         // When it started: where this worker's call before it ended, when
         // it ran that one just before (`pool::streak`).
-        let started = crate::pool::streak::start();
+        let started = crate::pool::streak::start(received);
         let end = req.cx.cancellation().clone();
         if !end.is_running() {
             // Its caller gave up while it queued (the connection answered
