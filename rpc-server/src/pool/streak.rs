@@ -56,7 +56,11 @@ mod tests {
             assert!(first >= received, "no streak yet: the clock");
             let ended = end();
             assert!(ended >= first);
-            assert_eq!(start(received), ended, "the next call starts where this one ended");
+            assert_eq!(
+                start(received),
+                ended,
+                "the next call starts where this one ended"
+            );
             assert_eq!(start(received), ended, "until a call ends, the start stays");
             let read_later = Instant::now();
             assert_eq!(start(read_later), read_later, "not before it was received");
