@@ -57,9 +57,10 @@
 //!    server (skipping those marked down).
 //! 4. `rpc-client/src/connections/{fixed,pooled,reused}.rs` — a connection to
 //!    it, per `Connect`.
-//! 5. `rpc-transport/src/connection.rs` — `Connection::start` with a
-//!    `SendSpec`: registers the call (`pending.rs`) and offers the frame to
-//!    the writer.
+//! 5. `rpc-transport/src/connection.rs` — `Connection::call` (a shared
+//!    connection) or `Connection::start` then `PendingCall::response` (a
+//!    pooled one) with a `SendSpec`: registers the call (`pending.rs`) and
+//!    offers the frame to the writer.
 //! 6. `rpc-transport/src/writer.rs` — encodes the frame (`rpc-codec/src/frame.rs`)
 //!    into the current batch; the writer task writes each batch with one `write`.
 //!

@@ -1,8 +1,10 @@
 //! [`ServerStats`]: cheap counters an operator (and the benchmark suite) reads.
 //!
-//! Every field is a relaxed atomic, written where the event happens (accept
-//! loop, admission, connection tasks) and read together by [`ServerStats::snapshot`];
-//! a snapshot is not one instant, each counter is.
+//! Every field is a relaxed atomic — or, for the count every call adds to, a
+//! [`Counter`] of one atomic per thread shard, summed when read — written
+//! where the event happens (accept loop, admission, connection tasks) and
+//! read together by [`ServerStats::snapshot`]; a snapshot is not one
+//! instant, and neither is a `Counter`'s sum.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -83,10 +85,17 @@ impl ServerStats {
 
 /// A count that every thread running calls adds to: one copy per
 /// thread shard (`shard.rs`), on cache lines of its own, summed when read.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Counter(Box<[Padded; SHARDS]>);
 
-#[derive(Debug, Default)]
+/// Shows the count, not its copies.
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+#[derive(Default)]
 #[repr(align(128))]
 struct Padded(AtomicU64);
 
@@ -99,5 +108,26 @@ impl Counter {
     /// The count: every copy's, summed.
     pub fn get(&self) -> u64 {
         self.0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Counter;
+
+    #[test]
+    fn a_counter_sums_what_every_thread_added() {
+        let counter = Counter::default();
+        std::thread::scope(|s| {
+            for _ in 0..20 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        counter.add(2);
+                    }
+                });
+            }
+        });
+        assert_eq!(counter.get(), 20 * 50 * 2);
+        assert_eq!(format!("{counter:?}"), "2000");
     }
 }

@@ -251,8 +251,8 @@ impl PoolJob {
             received,
             reply,
         } = self;
-        // When it started: where this worker's call before it ended, when
-        // it ran that one just before (`pool::streak`).
+        // When it started: where the call of this worker's task before it
+        // ended, if that task ended one (`pool::streak`).
         let started = crate::pool::streak::start(received);
         let end = req.cx.cancellation().clone();
         if !end.is_running() {

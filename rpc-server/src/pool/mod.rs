@@ -433,6 +433,7 @@ impl Shared {
     }
 
     fn run(&self, seat: &Seat, task: Task) {
+        streak::next_task();
         #[cfg(brisk_loom)]
         let _ = seat; // seats stay out of the models (see `worker_loop`)
         #[cfg(not(brisk_loom))]
@@ -494,7 +495,6 @@ impl Shared {
 
 fn worker_loop(shared: &Shared, first: Option<Task>) {
     tracing::debug!(pool = %shared.name, "worker thread started");
-    let _runtime = shared.runtime.as_ref().map(|runtime| runtime.enter());
     let seat = Arc::new(Seat::new());
     // Under loom nothing defers a wake-up (`wake_soon` wakes at once) and no
     // monitor thread looks at seats, so they stay out of the models: each
@@ -505,7 +505,12 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
         shared.seats.lock().push(seat.clone());
         seat::sit(&seat);
     }
-    let retired = work(shared, &seat, first);
+    let retired = {
+        // Left before the thread gives up its slot: a pool whose threads
+        // are all gone holds nothing of the runtime in them.
+        let _runtime = shared.runtime.as_ref().map(|runtime| runtime.enter());
+        work(shared, &seat, first)
+    };
     #[cfg(not(brisk_loom))]
     {
         // A source asked for and never looked at goes back to its owner.
@@ -569,10 +574,8 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
             }
             None => {
                 #[cfg(not(brisk_loom))]
-                {
-                    seat.flush();
-                    streak::broken();
-                }
+                seat.flush();
+                streak::broken();
                 rhythm.wait(shared, std::mem::take(&mut run), timeout)
             }
         };
