@@ -701,15 +701,22 @@ fn a_quiet_batch_is_run_after_one_wake() {
         }))
         .unwrap();
     }
+    let ticks_before = pool.shared.pulse.tick.load(Ordering::Relaxed);
     pool.wake_idle();
     for _ in 0..20 {
         rx.recv_timeout(WAIT).unwrap();
     }
-    // One worker normally takes the whole batch. The monitor watches what it
-    // left queued and adds one worker per tick in which a task waited a
-    // full tick: on a loaded machine (tests run in parallel) that may be
-    // one or two.
-    assert!(threads.lock().len() <= 4, "{:?}", threads.lock().len());
+    let ticks = pool.shared.pulse.tick.load(Ordering::Relaxed) - ticks_before;
+    // One worker normally takes the whole batch. On a loaded machine (tests
+    // run in parallel, a host that steals the CPU for milliseconds) more
+    // may: a second one with no monitor tick passing has been seen, and the
+    // monitor adds one worker per tick in which a task waited a full tick.
+    // A wake-up per task would put all eight to work.
+    let ran = threads.lock().len() as u64;
+    assert!(
+        ran <= 4 + ticks,
+        "{ran} workers ran the batch, in {ticks} monitor ticks"
+    );
     assert!(pool.shutdown(WAIT));
 }
 
