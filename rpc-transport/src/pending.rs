@@ -167,16 +167,18 @@ impl Table {
         self.free.push((id as u32) - 1);
         Some(state)
     }
+}
 
-    /// Completes a waiting slot; the waker to wake (outside the lock).
-    fn finish(slot: &mut Slot, waiting: &mut Waiting, outcome: Outcome) -> Option<Waker> {
-        match std::mem::replace(&mut slot.state, State::Done(outcome)) {
-            State::Waiting(waker) => {
-                waiting.sub();
-                waker
-            }
-            other => {
-                slot.state = other;
+impl Slot {
+    /// Completes this slot, which waits for its answer (callers look
+    /// first), with `outcome`; the waker to wake, outside the lock. The
+    /// caller takes the call off the table's count (`Waiting::sub_n`), once
+    /// for all it completes.
+    fn complete(&mut self, outcome: Outcome) -> Option<Waker> {
+        match std::mem::replace(&mut self.state, State::Done(outcome)) {
+            State::Waiting(waker) => waker,
+            _ => {
+                debug_assert!(false, "completed a slot that was not waiting");
                 None
             }
         }
@@ -311,7 +313,8 @@ impl PendingCalls {
             let table = &mut *table;
             match slot_of(&mut table.slots, id) {
                 Some(slot) if matches!(slot.state, State::Waiting(_)) => {
-                    Table::finish(slot, &mut table.waiting, outcome)
+                    table.waiting.sub();
+                    slot.complete(outcome)
                 }
                 _ => return false,
             }
@@ -347,11 +350,7 @@ impl PendingCalls {
                 match slot_of(&mut table.slots, id) {
                     Some(slot) if matches!(slot.state, State::Waiting(_)) => {
                         done += 1;
-                        if let State::Waiting(Some(waker)) =
-                            std::mem::replace(&mut slot.state, State::Done(Ok(answer)))
-                        {
-                            wakers.push(waker);
-                        }
+                        wakers.extend(slot.complete(Ok(answer)));
                     }
                     _ => dropped.push(answer),
                 }
@@ -378,13 +377,18 @@ impl PendingCalls {
         let wakers: Vec<Waker> = {
             let mut table = self.table.lock();
             let table = &mut *table;
-            let waiting = &mut table.waiting;
-            table
+            let mut done = 0;
+            let wakers = table
                 .slots
                 .iter_mut()
                 .filter(|s| matches!(s.state, State::Waiting(_)))
-                .filter_map(|s| Table::finish(s, waiting, Err(err.clone())))
-                .collect()
+                .filter_map(|s| {
+                    done += 1;
+                    s.complete(Err(err.clone()))
+                })
+                .collect();
+            table.waiting.sub_n(done);
+            wakers
         };
         wakers.into_iter().for_each(Waker::wake);
     }
@@ -408,6 +412,7 @@ impl PendingCalls {
             let table = &mut *table;
             let mut next = NONE_DUE;
             let mut wakers = Vec::new();
+            let mut done = 0;
             for slot in &mut table.slots {
                 if !matches!(slot.state, State::Waiting(_)) {
                     continue;
@@ -421,8 +426,10 @@ impl PendingCalls {
                     method: String::new(),
                     timeout: Duration::ZERO,
                 });
-                wakers.extend(Table::finish(slot, &mut table.waiting, timeout));
+                done += 1;
+                wakers.extend(slot.complete(timeout));
             }
+            table.waiting.sub_n(done);
             // Under the lock, so that a concurrent insert's `fetch_min` comes after.
             self.next_due_ms.store(next, Ordering::Release);
             wakers
