@@ -14,7 +14,7 @@ use crate::report::{judge, Claim, Filter, Judgement, Metric, SceneResult};
 
 use brisk::Compression;
 
-use super::plan::{ConnectKind, PayloadKind, Plan, Scenario, Scene};
+use super::plan::{ConnectKind, Goal, GoalMetric, PayloadKind, Plan, Scenario, Scene};
 
 /// Issue 19's goal on the streaming scenarios: brisk moves at least this many times the best
 /// peer's messages per second. Every player's call of a streaming scenario moves the same
@@ -369,6 +369,71 @@ pub fn judge_all(plan: &Plan, results: &[SceneResult]) -> Vec<Judgement> {
     claims(plan).iter().map(|c| judge(c, results)).collect()
 }
 
+/// `goal` as a claim over the scenes of `plan`: the subject against the best rival at each
+/// point (within the goal's `at`), round by round, with the goal's ratio as the slack.
+pub fn goal_claim(plan: &Plan, goal: &Goal) -> Claim {
+    let filter = |options: &std::collections::BTreeMap<String, String>| {
+        Filter(
+            options
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
+    };
+    let scope = match goal.point() {
+        Ok(Some(point)) => Filter(vec![
+            ("connections".into(), point.connections.to_string()),
+            ("concurrency".into(), point.in_flight.to_string()),
+            ("payload".into(), point.payload.to_string()),
+        ]),
+        // Checked when the file was read; a goal with no point is about every point.
+        Ok(None) | Err(_) => Filter(Vec::new()),
+    };
+    let (metric, tolerance) = match goal.metric {
+        GoalMetric::Tps => (Metric::Tps, 1.0 / goal.ratio),
+        GoalMetric::P50 => (Metric::P50, goal.ratio),
+        GoalMetric::P99 => (Metric::P99, goal.ratio),
+    };
+    Claim {
+        text: goal.text.clone(),
+        metric,
+        scope,
+        subject: filter(&goal.subject),
+        rivals: filter(&goal.rivals),
+        group_by: point_keys(plan, &POINT),
+        tolerance,
+    }
+}
+
+/// The goals judged over the results, as text lines: each one's verdict, how many rounds
+/// agree, and the median of the subject's figure ÷ the best rival's (the figure the goal's
+/// ratio bounds: ≥ it for calls/s, ≤ it for latencies).
+pub fn goal_lines(plan: &Plan, goals: &[Goal], results: &[SceneResult]) -> String {
+    let mut out = String::new();
+    for goal in goals {
+        let j = judge(&goal_claim(plan, goal), results);
+        let _ = write!(out, "{}: {}", j.claim, j.verdict);
+        if j.compared > 0 {
+            let _ = write!(out, " ({}/{} rounds agree", j.agreeing, j.compared);
+            // The judgement's ratio favours the subject above 1; a latency's is inverted back.
+            let ratio = match goal.metric {
+                GoalMetric::Tps => j.ratio,
+                GoalMetric::P50 | GoalMetric::P99 => j.ratio.map(|r| 1.0 / r),
+            };
+            if let Some(r) = ratio {
+                let bound = match goal.metric {
+                    GoalMetric::Tps => "≥",
+                    GoalMetric::P50 | GoalMetric::P99 => "≤",
+                };
+                let _ = write!(out, ", median {r:.2}, asks {bound} {}", goal.ratio);
+            }
+            out.push(')');
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The verdicts as text lines.
 pub fn verdict_lines(judgements: &[Judgement]) -> String {
     let mut out = String::new();
@@ -536,6 +601,80 @@ mod tests {
         let table = framework_table(&results).unwrap();
         assert!(table.contains("| tonic | sync | 200 |"), "{table}");
         assert!(table.contains("**1.55×**"), "{table}");
+    }
+
+    #[test]
+    fn the_peers_presets_goals_are_judged_round_by_round_at_their_point() {
+        let file = Preset::Peers.file();
+        let plan = file.settings.clone().resolve().unwrap();
+        assert_eq!(file.goals.len(), 10);
+        let echo = |player: &str, dispatch: &str, conns: u32, c: u32, tps: &[f64]| {
+            let mut s = result(player, "echo", c, "sync", tps);
+            s.connections = conns;
+            s.payload = 1024;
+            if player == "brisk" {
+                s.dispatch = dispatch.into();
+                if dispatch == "direct" {
+                    s.queue = String::new();
+                }
+            } else if player == "volo" {
+                s.volo_transport = dispatch.into();
+            }
+            s
+        };
+        let results = vec![
+            // 1:100: pool at 0.85, 0.75 and 0.9 of direct; 10:100 at 0.9 in every round.
+            echo("brisk", "direct", 1, 100, &[500.0, 400.0, 500.0]),
+            echo("brisk", "pool", 1, 100, &[425.0, 300.0, 450.0]),
+            echo("brisk", "direct", 10, 100, &[400.0, 400.0, 400.0]),
+            echo("brisk", "pool", 10, 100, &[360.0, 360.0, 360.0]),
+            // The best volo transport counts: mux at 100 makes direct only 4× at 1:100.
+            echo("volo", "pool", 1, 100, &[50.0, 50.0, 50.0]),
+            echo("volo", "mux", 1, 100, &[100.0, 100.0, 100.0]),
+        ];
+        let lines = goal_lines(&plan, &file.goals, &results);
+        let line = |text: &str| {
+            lines
+                .lines()
+                .find(|l| l.starts_with(text))
+                .unwrap_or_else(|| panic!("{text}: {lines}"))
+        };
+        assert_eq!(
+            line("pool dispatch ≥ 0.8 × direct's calls/s at 1:100:1024"),
+            "pool dispatch ≥ 0.8 × direct's calls/s at 1:100:1024: inconclusive \
+             (2/3 rounds agree, median 0.85, asks ≥ 0.8)"
+        );
+        assert!(
+            line("pool dispatch ≥ 0.8 × direct's calls/s at 10:100:1024")
+                .ends_with(": holds (3/3 rounds agree, median 0.90, asks ≥ 0.8)"),
+            "{lines}"
+        );
+        assert!(
+            line("direct dispatch ≥ 5 × the best volo transport's calls/s at 1:100:1024")
+                .ends_with(": inconclusive (2/3 rounds agree, median 5.00, asks ≥ 5)"),
+            "the round of 400 is 4× the best volo (mux, 100), not 5×: {lines}"
+        );
+        assert!(
+            line("pool dispatch p50 ≤ 1.2 × direct's at 1:1:1024").ends_with(": no data"),
+            "no scene at 1:1: {lines}"
+        );
+        // A latency goal shows subject ÷ rival, as its ratio bounds it.
+        let p50 = |player: &str, dispatch: &str, ms: f64| {
+            let mut s = echo(player, dispatch, 1, 1, &[1.0, 1.0, 1.0]);
+            for r in &mut s.rounds {
+                r.p50_ms = ms;
+            }
+            s
+        };
+        let latency = [p50("brisk", "direct", 0.011), p50("raw", "", 0.022)];
+        let lines = goal_lines(&plan, &file.goals, &latency);
+        assert!(
+            lines.contains(
+                "direct dispatch p50 ≤ 1.05 × raw's at 1:1:1024: holds \
+                 (3/3 rounds agree, median 0.50, asks ≤ 1.05)"
+            ),
+            "{lines}"
+        );
     }
 
     #[test]

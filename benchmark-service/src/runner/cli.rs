@@ -416,6 +416,7 @@ pub fn main(args: ClientArgs) -> ExitCode {
         }
     };
     let title = preset.title;
+    let goals = preset.goals;
     let plan = match args.settings().over(preset.settings).resolve() {
         Ok(p) => p,
         Err(e) => {
@@ -514,6 +515,11 @@ pub fn main(args: ClientArgs) -> ExitCode {
         println!("\n===== verdicts (holds: every round agrees; does not hold: every round disagrees) =====");
         print!("{verdicts}");
     }
+    let goal_verdicts = super::claims::goal_lines(&plan, &goals, &outcome.scenes);
+    if !goal_verdicts.is_empty() {
+        println!("\n===== goals (the preset's targets, judged like the verdicts) =====");
+        print!("{goal_verdicts}");
+    }
     let errors = outcome.total_errors();
     if errors > 0 {
         println!("failed calls: {errors}");
@@ -536,6 +542,9 @@ pub fn main(args: ClientArgs) -> ExitCode {
         }
         if !verdicts.is_empty() {
             meta.notes.push(("Verdicts".to_owned(), verdicts));
+        }
+        if !goal_verdicts.is_empty() {
+            meta.notes.push(("Goals".to_owned(), goal_verdicts));
         }
         let compare_by = plan.chart_compare_by();
         let x_by = plan.chart_x_by();

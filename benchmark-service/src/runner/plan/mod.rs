@@ -16,6 +16,7 @@
 //! - `file_values` — how a settings file spells each value (the same words as the flags);
 //! - `preset` — the shipped presets (data files compiled in) and [`PresetFile`], the format
 //!   `--preset-file` reads;
+//! - `goal` — [`Goal`], a target a preset file sets for its run;
 //! - `resolved` — [`Plan`] and its checks;
 //! - `scene` — [`Scene`] and the server it runs against (brisk's dispatch × queue, volo's
 //!   transport);
@@ -25,6 +26,7 @@
 mod charts;
 mod cross_product;
 mod file_values;
+mod goal;
 mod preset;
 mod resolved;
 mod scene;
@@ -42,6 +44,7 @@ pub use crate::players::brisk::{BriskOptions, ConnectKind};
 pub use crate::players::volo::Transport as VoloTransport;
 pub use crate::players::Player;
 pub use crate::scenario::Scenario;
+pub use goal::{Goal, GoalMetric};
 pub use preset::{Preset, PresetFile, PresetFileError};
 pub use resolved::Plan;
 pub use scene::{Scene, ServerChoice, ServerKey};

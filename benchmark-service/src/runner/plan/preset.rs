@@ -2,8 +2,9 @@
 //! compiled into the binary so `--preset NAME` needs no file on disk; `--preset-file PATH` reads
 //! a file of the same format from disk.
 //!
-//! The format ([`PresetFile`]) is a `title` for the reports and a `[settings]` table whose keys
-//! are the fields of [`Settings`] (spelled as `file_values` describes):
+//! The format ([`PresetFile`]) is a `title` for the reports, a `[settings]` table whose keys
+//! are the fields of [`Settings`] (spelled as `file_values` describes), and any number of
+//! `[[goals]]`, targets the run's verdicts judge ([`Goal`]):
 //!
 //! ```toml
 //! title = "echo at two sizes"
@@ -25,7 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
-use super::Settings;
+use super::{Goal, Settings};
 
 /// A shipped preset: a named set of defaults reproducing one of the classic comparisons, sized
 /// to finish in a few minutes on a 2-core machine. Its name is its file's stem and its output
@@ -153,7 +154,7 @@ impl Preset {
     }
 }
 
-/// A preset file: a title and one settings layer.
+/// A preset file: a title, one settings layer and the goals its run is judged by.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PresetFile {
@@ -163,6 +164,9 @@ pub struct PresetFile {
     /// The settings layer (an absent table says nothing).
     #[serde(default)]
     pub settings: Settings,
+    /// Targets the run's verdicts say whether it met (`[[goals]]`, see [`Goal`]).
+    #[serde(default)]
+    pub goals: Vec<Goal>,
 }
 
 fn default_title() -> String {
@@ -175,6 +179,7 @@ impl Default for PresetFile {
         PresetFile {
             title: default_title(),
             settings: Settings::default(),
+            goals: Vec::new(),
         }
     }
 }
@@ -201,15 +206,30 @@ pub enum PresetFileError {
         #[source]
         source: toml::de::Error,
     },
+    /// A goal that cannot be judged (see [`Goal::check`]).
+    #[error("preset file {origin}: {why}")]
+    Goal {
+        /// Where the text came from.
+        origin: String,
+        /// What is wrong with the goal, naming it.
+        why: String,
+    },
 }
 
 impl PresetFile {
     /// Reads a preset from `text`; `origin` (a path) names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<PresetFile, PresetFileError> {
-        toml::from_str(text).map_err(|source| PresetFileError::Parse {
+        let file: PresetFile = toml::from_str(text).map_err(|source| PresetFileError::Parse {
             origin: origin.to_owned(),
             source,
-        })
+        })?;
+        for goal in &file.goals {
+            goal.check().map_err(|why| PresetFileError::Goal {
+                origin: origin.to_owned(),
+                why,
+            })?;
+        }
+        Ok(file)
     }
 
     /// Reads the preset file at `path`.

@@ -244,6 +244,55 @@ fn every_preset_file_gives_the_plan_the_code_gave() {
 }
 
 #[test]
+fn every_shipped_goal_is_about_scenes_its_preset_runs() {
+    for preset in Preset::ALL {
+        let file = preset.file();
+        let plan = file.settings.resolve().unwrap();
+        let points: Vec<String> = plan
+            .configs
+            .iter()
+            .flatten()
+            .map(LoadShape::label)
+            .collect();
+        let players: Vec<&str> = plan.players.iter().map(|p| p.name()).collect();
+        for goal in &file.goals {
+            if let Some(at) = &goal.at {
+                assert!(points.contains(at), "{preset}: {at} is not run: {points:?}");
+            }
+            for side in [&goal.subject, &goal.rivals] {
+                let player = side.get("player").map(String::as_str).unwrap_or("brisk");
+                assert!(
+                    player.split('|').all(|p| players.contains(&p)),
+                    "{preset}: {player} does not play"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_goal_that_cannot_be_judged_is_an_error_naming_the_file() {
+    let text = "[[goals]]\ntext = \"fast\"\nmetric = \"tps\"\nat = \"1:100\"\n\
+                subject = { dispatch = \"pool\" }\nrivals = { dispatch = \"direct\" }\n\
+                ratio = 0.8\n";
+    let e = PresetFile::parse(text, "my.toml").unwrap_err().to_string();
+    assert!(
+        e.contains("my.toml") && e.contains("goal \"fast\"") && e.contains("C:N:P"),
+        "{e}"
+    );
+    let metric = PresetFile::parse(&text.replace("\"tps\"", "\"qps\""), "my.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        metric.contains("unknown variant `qps`") && metric.contains("p99"),
+        "{metric}"
+    );
+    let good = PresetFile::parse(&text.replace("1:100", "1:100:1024"), "my.toml").unwrap();
+    assert_eq!(good.goals[0].metric, GoalMetric::Tps);
+    assert_eq!(good.goals[0].ratio, 0.8);
+}
+
+#[test]
 fn the_compiled_in_files_are_the_presets_directory() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("presets");
     let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
