@@ -135,6 +135,9 @@ pub struct Judgement {
     pub compared: usize,
     /// Median over points of subject ÷ best rival, oriented so that > 1 favours the subject.
     pub ratio: Option<f64>,
+    /// Median over points of subject ÷ best rival as they are (for a latency, < 1 favours
+    /// the subject): the figure a goal's ratio bounds.
+    pub plain_ratio: Option<f64>,
 }
 
 impl fmt::Display for Judgement {
@@ -193,6 +196,7 @@ pub fn judge(claim: &Claim, scenes: &[SceneResult]) -> Judgement {
     };
     let (mut agreeing, mut compared) = (0, 0);
     let mut ratios = Vec::new();
+    let mut plain = Vec::new();
     for point in &points {
         let here: Vec<&&SceneResult> = in_scope.iter().filter(|s| key(s) == *point).collect();
         let subjects: Vec<&&SceneResult> = here
@@ -239,6 +243,9 @@ pub fn judge(claim: &Claim, scenes: &[SceneResult]) -> Judgement {
                 if ratio.is_finite() {
                     ratios.push(ratio);
                 }
+                if (m / b).is_finite() {
+                    plain.push(m / b);
+                }
             }
         }
     }
@@ -254,6 +261,7 @@ pub fn judge(claim: &Claim, scenes: &[SceneResult]) -> Judgement {
         agreeing,
         compared,
         ratio: median(&ratios),
+        plain_ratio: median(&plain),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::report::{judge, Claim, Filter, Judgement, Metric, SceneResult};
 
 use brisk::Compression;
 
-use super::plan::{ConnectKind, Goal, GoalMetric, PayloadKind, Plan, Scenario, Scene};
+use super::plan::{ConnectKind, PayloadKind, Plan, Scenario, Scene};
 
 /// Issue 19's goal on the streaming scenarios: brisk moves at least this many times the best
 /// peer's messages per second. Every player's call of a streaming scenario moves the same
@@ -23,7 +23,7 @@ use super::plan::{ConnectKind, Goal, GoalMetric, PayloadKind, Plan, Scenario, Sc
 pub const STREAM_GOAL: f64 = 2.0;
 
 /// The options that make one comparison point of players.
-const POINT: [&str; 6] = [
+pub(super) const POINT: [&str; 6] = [
     "scenario",
     "call_mode",
     "concurrency",
@@ -54,7 +54,7 @@ pub fn claims(plan: &Plan) -> Vec<Claim> {
 
 /// The options that make one comparison point: `base`, plus the configured request count in
 /// count mode (scenes of different counts ran in different points).
-fn point_keys(plan: &Plan, base: &[&str]) -> Vec<String> {
+pub(super) fn point_keys(plan: &Plan, base: &[&str]) -> Vec<String> {
     let mut keys: Vec<String> = base.iter().map(|s| (*s).to_owned()).collect();
     if plan.scene_secs.is_none() {
         keys.push("requests".to_owned());
@@ -126,14 +126,9 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
         .iter()
         .filter(|s| s.player == Player::Brisk)
         .collect();
-    let Some(first) = brisk.first() else { return };
-    // brisk's connect type in these claims: one that opens the scene's connection count, as the
-    // peers do — fixed (brisk's default), else pooled — when the plan has one.
-    let connects: Vec<ConnectKind> = brisk.iter().map(|s| s.connect).collect();
-    let connect = [ConnectKind::Fixed, ConnectKind::Pooled]
-        .into_iter()
-        .find(|c| connects.contains(c))
-        .unwrap_or(first.connect);
+    let Some(pins) = brisk_pins(&brisk) else {
+        return;
+    };
     let dispatches = distinct(brisk.iter().filter_map(|s| s.server.map(|c| c.dispatch)));
     // The points where a rival (a peer or raw) ran; rivals take none of brisk's options, so
     // their scenes with the player (and volo's transport) set aside are the points.
@@ -164,16 +159,8 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
             .any(|s| s.player == player && key(s) == key(point))
     };
     for &dispatch in &dispatches {
-        let mut subject = vec![
-            ("player".to_owned(), "brisk".to_owned()),
-            ("connect_type".to_owned(), connect.name().to_owned()),
-            ("write_mode".to_owned(), first.write_mode.name().to_owned()),
-            ("serializer".to_owned(), first.serializer.name().to_owned()),
-            (
-                "compression".to_owned(),
-                or_unset(first.compression.name(), Compression::None.name()),
-            ),
-        ];
+        let mut subject = vec![("player".to_owned(), "brisk".to_owned())];
+        subject.extend(pins.iter().cloned());
         let who = if dispatches.len() > 1 {
             subject.push(("dispatch".to_owned(), dispatch.name().to_owned()));
             format!("brisk ({dispatch})")
@@ -219,6 +206,28 @@ fn player_claims(plan: &Plan, scenes: &[Scene], out: &mut Vec<Claim>) {
             }
         }
     }
+}
+
+/// brisk's options besides the dispatch, pinned to one value each for a comparison with other
+/// players (`brisk`: brisk's scenes): a connect type that opens the scene's connection count,
+/// as the peers do — fixed (brisk's default), else pooled — when the plan has one, and the first
+/// write mode, serializer and compression. `None` without brisk scenes.
+pub(super) fn brisk_pins(brisk: &[&Scene]) -> Option<Vec<(String, String)>> {
+    let first = brisk.first()?;
+    let connects: Vec<ConnectKind> = brisk.iter().map(|s| s.connect).collect();
+    let connect = [ConnectKind::Fixed, ConnectKind::Pooled]
+        .into_iter()
+        .find(|c| connects.contains(c))
+        .unwrap_or(first.connect);
+    Some(vec![
+        ("connect_type".to_owned(), connect.name().to_owned()),
+        ("write_mode".to_owned(), first.write_mode.name().to_owned()),
+        ("serializer".to_owned(), first.serializer.name().to_owned()),
+        (
+            "compression".to_owned(),
+            or_unset(first.compression.name(), Compression::None.name()),
+        ),
+    ])
 }
 
 /// The seeds' claims about brisk's settings, where the plan varies that setting. Connect types
@@ -367,71 +376,6 @@ fn is_stream(scenario: &str) -> bool {
 /// Judges every claim of `plan` over the results.
 pub fn judge_all(plan: &Plan, results: &[SceneResult]) -> Vec<Judgement> {
     claims(plan).iter().map(|c| judge(c, results)).collect()
-}
-
-/// `goal` as a claim over the scenes of `plan`: the subject against the best rival at each
-/// point (within the goal's `at`), round by round, with the goal's ratio as the slack.
-pub fn goal_claim(plan: &Plan, goal: &Goal) -> Claim {
-    let filter = |options: &std::collections::BTreeMap<String, String>| {
-        Filter(
-            options
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        )
-    };
-    let scope = match goal.point() {
-        Ok(Some(point)) => Filter(vec![
-            ("connections".into(), point.connections.to_string()),
-            ("concurrency".into(), point.in_flight.to_string()),
-            ("payload".into(), point.payload.to_string()),
-        ]),
-        // Checked when the file was read; a goal with no point is about every point.
-        Ok(None) | Err(_) => Filter(Vec::new()),
-    };
-    let (metric, tolerance) = match goal.metric {
-        GoalMetric::Tps => (Metric::Tps, 1.0 / goal.ratio),
-        GoalMetric::P50 => (Metric::P50, goal.ratio),
-        GoalMetric::P99 => (Metric::P99, goal.ratio),
-    };
-    Claim {
-        text: goal.text.clone(),
-        metric,
-        scope,
-        subject: filter(&goal.subject),
-        rivals: filter(&goal.rivals),
-        group_by: point_keys(plan, &POINT),
-        tolerance,
-    }
-}
-
-/// The goals judged over the results, as text lines: each one's verdict, how many rounds
-/// agree, and the median of the subject's figure ÷ the best rival's (the figure the goal's
-/// ratio bounds: ≥ it for calls/s, ≤ it for latencies).
-pub fn goal_lines(plan: &Plan, goals: &[Goal], results: &[SceneResult]) -> String {
-    let mut out = String::new();
-    for goal in goals {
-        let j = judge(&goal_claim(plan, goal), results);
-        let _ = write!(out, "{}: {}", j.claim, j.verdict);
-        if j.compared > 0 {
-            let _ = write!(out, " ({}/{} rounds agree", j.agreeing, j.compared);
-            // The judgement's ratio favours the subject above 1; a latency's is inverted back.
-            let ratio = match goal.metric {
-                GoalMetric::Tps => j.ratio,
-                GoalMetric::P50 | GoalMetric::P99 => j.ratio.map(|r| 1.0 / r),
-            };
-            if let Some(r) = ratio {
-                let bound = match goal.metric {
-                    GoalMetric::Tps => "≥",
-                    GoalMetric::P50 | GoalMetric::P99 => "≤",
-                };
-                let _ = write!(out, ", median {r:.2}, asks {bound} {}", goal.ratio);
-            }
-            out.push(')');
-        }
-        out.push('\n');
-    }
-    out
 }
 
 /// The verdicts as text lines.
@@ -601,80 +545,6 @@ mod tests {
         let table = framework_table(&results).unwrap();
         assert!(table.contains("| tonic | sync | 200 |"), "{table}");
         assert!(table.contains("**1.55×**"), "{table}");
-    }
-
-    #[test]
-    fn the_peers_presets_goals_are_judged_round_by_round_at_their_point() {
-        let file = Preset::Peers.file();
-        let plan = file.settings.clone().resolve().unwrap();
-        assert_eq!(file.goals.len(), 10);
-        let echo = |player: &str, dispatch: &str, conns: u32, c: u32, tps: &[f64]| {
-            let mut s = result(player, "echo", c, "sync", tps);
-            s.connections = conns;
-            s.payload = 1024;
-            if player == "brisk" {
-                s.dispatch = dispatch.into();
-                if dispatch == "direct" {
-                    s.queue = String::new();
-                }
-            } else if player == "volo" {
-                s.volo_transport = dispatch.into();
-            }
-            s
-        };
-        let results = vec![
-            // 1:100: pool at 0.85, 0.75 and 0.9 of direct; 10:100 at 0.9 in every round.
-            echo("brisk", "direct", 1, 100, &[500.0, 400.0, 500.0]),
-            echo("brisk", "pool", 1, 100, &[425.0, 300.0, 450.0]),
-            echo("brisk", "direct", 10, 100, &[400.0, 400.0, 400.0]),
-            echo("brisk", "pool", 10, 100, &[360.0, 360.0, 360.0]),
-            // The best volo transport counts: mux at 100 makes direct only 4× at 1:100.
-            echo("volo", "pool", 1, 100, &[50.0, 50.0, 50.0]),
-            echo("volo", "mux", 1, 100, &[100.0, 100.0, 100.0]),
-        ];
-        let lines = goal_lines(&plan, &file.goals, &results);
-        let line = |text: &str| {
-            lines
-                .lines()
-                .find(|l| l.starts_with(text))
-                .unwrap_or_else(|| panic!("{text}: {lines}"))
-        };
-        assert_eq!(
-            line("pool dispatch ≥ 0.8 × direct's calls/s at 1:100:1024"),
-            "pool dispatch ≥ 0.8 × direct's calls/s at 1:100:1024: inconclusive \
-             (2/3 rounds agree, median 0.85, asks ≥ 0.8)"
-        );
-        assert!(
-            line("pool dispatch ≥ 0.8 × direct's calls/s at 10:100:1024")
-                .ends_with(": holds (3/3 rounds agree, median 0.90, asks ≥ 0.8)"),
-            "{lines}"
-        );
-        assert!(
-            line("direct dispatch ≥ 5 × the best volo transport's calls/s at 1:100:1024")
-                .ends_with(": inconclusive (2/3 rounds agree, median 5.00, asks ≥ 5)"),
-            "the round of 400 is 4× the best volo (mux, 100), not 5×: {lines}"
-        );
-        assert!(
-            line("pool dispatch p50 ≤ 1.2 × direct's at 1:1:1024").ends_with(": no data"),
-            "no scene at 1:1: {lines}"
-        );
-        // A latency goal shows subject ÷ rival, as its ratio bounds it.
-        let p50 = |player: &str, dispatch: &str, ms: f64| {
-            let mut s = echo(player, dispatch, 1, 1, &[1.0, 1.0, 1.0]);
-            for r in &mut s.rounds {
-                r.p50_ms = ms;
-            }
-            s
-        };
-        let latency = [p50("brisk", "direct", 0.011), p50("raw", "", 0.022)];
-        let lines = goal_lines(&plan, &file.goals, &latency);
-        assert!(
-            lines.contains(
-                "direct dispatch p50 ≤ 1.05 × raw's at 1:1:1024: holds \
-                 (3/3 rounds agree, median 0.50, asks ≤ 1.05)"
-            ),
-            "{lines}"
-        );
     }
 
     #[test]

@@ -458,6 +458,9 @@ pub fn main(args: ClientArgs) -> ExitCode {
         }
     };
 
+    for warning in super::goals::goals_off_plan(&plan, &goals) {
+        eprintln!("warning: {warning}");
+    }
     let scene_count = plan.scenes().len();
     let env = TestEnvironment::detect();
     println!("{title}");
@@ -515,7 +518,7 @@ pub fn main(args: ClientArgs) -> ExitCode {
         println!("\n===== verdicts (holds: every round agrees; does not hold: every round disagrees) =====");
         print!("{verdicts}");
     }
-    let goal_verdicts = super::claims::goal_lines(&plan, &goals, &outcome.scenes);
+    let goal_verdicts = super::goals::goal_lines(&plan, &goals, &outcome.scenes);
     if !goal_verdicts.is_empty() {
         println!("\n===== goals (the preset's targets, judged like the verdicts) =====");
         print!("{goal_verdicts}");

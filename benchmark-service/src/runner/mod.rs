@@ -10,6 +10,7 @@
 //! - [`plan`] — option dimensions, their cross product grouped into points, and the presets;
 //! - [`claims`] — what a run can judge (brisk vs every peer, the seeds' setting claims) and
 //!   the seed 004 framework table;
+//! - [`goals`] — a preset's goals judged over the results;
 //! - [`target`] — where the server comes from (remote, spawned child, in-process);
 //! - [`engine`] — the one load engine: a point's scenes interleaved round by round, timed
 //!   windows or counted rounds, sync/async callers, CPU and TCP segments around each window;
@@ -24,6 +25,7 @@
 pub mod claims;
 pub mod cli;
 pub mod engine;
+pub mod goals;
 pub mod http_load;
 pub mod plan;
 pub mod reduce;

@@ -93,13 +93,50 @@ impl Goal {
                 ));
             }
         }
-        if self.subject == self.rivals {
+        for (option, values) in self.subject.iter().chain(&self.rivals) {
+            check_values(option, values).map_err(|e| format!("goal {name:?}: {e}"))?;
+        }
+        if narrows(&self.rivals, &self.subject) {
             return Err(format!(
-                "goal {name:?}: subject and rivals name the same scenes"
+                "goal {name:?}: every scene the rivals match is the subject's too, so no rival \
+                 would be left (a subject's scene is never its own rival)"
             ));
         }
         Ok(())
     }
+}
+
+/// Whether every scene `narrow` matches is one `wide` matches too: each option `wide` names,
+/// `narrow` names with values among `wide`'s.
+fn narrows(narrow: &BTreeMap<String, String>, wide: &BTreeMap<String, String>) -> bool {
+    wide.iter().all(|(option, values)| {
+        narrow.get(option).is_some_and(|narrow_values| {
+            narrow_values
+                .split('|')
+                .all(|v| values.split('|').any(|w| w == v))
+        })
+    })
+}
+
+/// Whether `values` (`a|b|…`) can match a result's `option`: no empty or padded alternative,
+/// and a known player or dispatch where the option is one of those.
+fn check_values(option: &str, values: &str) -> Result<(), String> {
+    for value in values.split('|') {
+        if value.is_empty() || value.trim() != value {
+            return Err(format!(
+                "{option} = {values:?}: an empty or padded value matches nothing (write a|b)"
+            ));
+        }
+        let known = match option {
+            "player" => value.parse::<crate::players::Player>().is_ok(),
+            "dispatch" => matches!(value, "direct" | "pool"),
+            _ => true,
+        };
+        if !known {
+            return Err(format!("{option} = {value:?} matches no scene"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -165,6 +202,36 @@ mod tests {
             rivals: goal().subject,
             ..goal()
         });
-        assert!(e.contains("same scenes"), "{e}");
+        assert!(e.contains("no rival"), "{e}");
+        // Rivals narrower than the subject: all of them are the subject's.
+        let e = bad(Goal {
+            subject: BTreeMap::from([("player".into(), "brisk".into())]),
+            rivals: BTreeMap::from([
+                ("player".into(), "brisk".into()),
+                ("dispatch".into(), "direct".into()),
+            ]),
+            ..goal()
+        });
+        assert!(e.contains("no rival"), "{e}");
+        // A subject narrower than the rivals is fine: the rest are rivals.
+        let fine = Goal {
+            subject: BTreeMap::from([
+                ("player".into(), "brisk".into()),
+                ("dispatch".into(), "pool".into()),
+            ]),
+            rivals: BTreeMap::from([("player".into(), "brisk".into())]),
+            ..goal()
+        };
+        assert_eq!(fine.check(), Ok(()));
+        let e = bad(Goal {
+            subject: BTreeMap::from([("dispatch".into(), "pol".into())]),
+            ..goal()
+        });
+        assert!(e.contains("\"pol\" matches no scene"), "{e}");
+        let e = bad(Goal {
+            rivals: BTreeMap::from([("player".into(), "volo | raw".into())]),
+            ..goal()
+        });
+        assert!(e.contains("padded"), "{e}");
     }
 }

@@ -223,10 +223,10 @@ impl PresetFile {
             origin: origin.to_owned(),
             source,
         })?;
-        for goal in &file.goals {
+        for (i, goal) in file.goals.iter().enumerate() {
             goal.check().map_err(|why| PresetFileError::Goal {
                 origin: origin.to_owned(),
-                why,
+                why: format!("goals[{i}]: {why}"),
             })?;
         }
         Ok(file)

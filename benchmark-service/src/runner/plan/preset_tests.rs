@@ -260,7 +260,9 @@ fn every_shipped_goal_is_about_scenes_its_preset_runs() {
                 assert!(points.contains(at), "{preset}: {at} is not run: {points:?}");
             }
             for side in [&goal.subject, &goal.rivals] {
-                let player = side.get("player").map(String::as_str).unwrap_or("brisk");
+                let player = side
+                    .get("player")
+                    .expect("a shipped goal names its players");
                 assert!(
                     player.split('|').all(|p| players.contains(&p)),
                     "{preset}: {player} does not play"
@@ -277,7 +279,7 @@ fn a_goal_that_cannot_be_judged_is_an_error_naming_the_file() {
                 ratio = 0.8\n";
     let e = PresetFile::parse(text, "my.toml").unwrap_err().to_string();
     assert!(
-        e.contains("my.toml") && e.contains("goal \"fast\"") && e.contains("C:N:P"),
+        e.contains("my.toml") && e.contains("goals[0]: goal \"fast\"") && e.contains("C:N:P"),
         "{e}"
     );
     let metric = PresetFile::parse(&text.replace("\"tps\"", "\"qps\""), "my.toml")
