@@ -200,13 +200,15 @@ impl TakeRequest for WorkerReads {
                         received,
                         reply: Reply::Frame(answers.reserve(reply_to, None)),
                     };
-                    starts.push(Start::Run {
+                    starts.push(Start::Run(
                         job,
-                        end,
-                        reply_to,
-                        service,
-                        method,
-                    });
+                        IfRefused {
+                            end,
+                            reply_to,
+                            service,
+                            method,
+                        },
+                    ));
                 }
                 Err((reply_to, e)) => {
                     ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
@@ -217,60 +219,73 @@ impl TakeRequest for WorkerReads {
         drop(started);
         let answers = answers.clone();
         let ctx = ctx.clone();
-        Box::new(move || {
-            for start in starts {
-                start.go(&ctx, &answers);
-            }
-        })
+        Box::new(move || start_all(&ctx, &answers, starts))
+    }
+}
+
+/// Starts what a worker read: the refusals answered, the calls handed to
+/// the pool as one run when there are several (`dispatch::run`), one by one
+/// otherwise — and one by one too when the pool refuses the run, so each
+/// call is refused or accepted as it would be alone.
+fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Vec<Start>) {
+    let mut calls = Vec::with_capacity(starts.len());
+    for start in starts {
+        match start {
+            Start::Run(job, if_refused) => calls.push((job, if_refused)),
+            Start::Refuse(slot, e) => slot.answer(Err(e)),
+        }
+    }
+    let Some(pool) = ctx.dispatcher.pool() else {
+        // Only pool dispatch lends; a call is answered even so.
+        for (_, if_refused) in calls {
+            if_refused.answer(answers, RpcError::ShuttingDown);
+        }
+        return;
+    };
+    if calls.len() >= 2 {
+        let (jobs, if_refused): (Vec<PoolJob>, Vec<IfRefused>) = calls.into_iter().unzip();
+        match crate::dispatch::run::submit(pool, jobs) {
+            Ok(()) => return,
+            Err(jobs) => calls = jobs.into_iter().zip(if_refused).collect(),
+        }
+    }
+    for (job, if_refused) in calls {
+        if let Err(rejected) = job.submit(pool, ctx, true) {
+            let error = match ctx.router.route_ref(if_refused.service, if_refused.method) {
+                Ok(route) => rejected.error(route),
+                // Routed a moment ago by the same router.
+                Err(e) => e,
+            };
+            if_refused.answer(answers, error);
+        }
     }
 }
 
 /// What starts one request a worker read, once the answers' lock is let go.
 enum Start {
-    /// A call to submit to the pool (to the worker that read it, which is
-    /// awake); its method by name, for the rare call the pool refuses.
-    Run {
-        job: PoolJob,
-        end: CancelSignal,
-        reply_to: ReplyTo,
-        service: &'static str,
-        method: &'static str,
-    },
+    /// A call to submit to the pool (the worker that read it is awake and
+    /// takes it, or its run).
+    Run(PoolJob, IfRefused),
     /// A request that does not run: its error is its answer.
     Refuse(AnswerSlot, RpcError),
 }
 
-impl Start {
-    fn go(self, ctx: &ServerCtx, answers: &Arc<PoolAnswers>) {
-        match self {
-            Start::Run {
-                job,
-                end,
-                reply_to,
-                service,
-                method,
-            } => {
-                let refused = match ctx.dispatcher.pool() {
-                    Some(pool) => job.submit(pool, ctx, true).err().map(|rejected| {
-                        match ctx.router.route_ref(service, method) {
-                            Ok(route) => rejected.error(route),
-                            // Routed a moment ago by the same router.
-                            Err(e) => e,
-                        }
-                    }),
-                    // Only pool dispatch lends; a call is answered even so.
-                    None => Some(RpcError::ShuttingDown),
-                };
-                // Refused (its slot went with the job): answered here, once —
-                // the call's end is claimed first, so the task's live-call
-                // table, which has it, does not answer its deadline as well.
-                if let Some(refused) = refused {
-                    if end.finish() {
-                        answers.reserve(reply_to, None).answer(Err(refused));
-                    }
-                }
-            }
-            Start::Refuse(slot, e) => slot.answer(Err(e)),
+/// What answers a call the pool refuses: its end, where its answer goes and
+/// its method by name.
+struct IfRefused {
+    end: CancelSignal,
+    reply_to: ReplyTo,
+    service: &'static str,
+    method: &'static str,
+}
+
+impl IfRefused {
+    /// Answers the refused call with `error`, once — its end is claimed
+    /// first, so the task's live-call table, which has it, does not answer
+    /// its deadline as well (its slot went with the job).
+    fn answer(self, answers: &Arc<PoolAnswers>, error: RpcError) {
+        if self.end.finish() {
+            answers.reserve(self.reply_to, None).answer(Err(error));
         }
     }
 }

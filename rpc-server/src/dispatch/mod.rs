@@ -46,6 +46,7 @@ use crate::reply::AnswerSlot;
 use crate::router::{Route, RouteEntry};
 
 mod on_pool;
+pub(crate) mod run;
 
 /// The end of the server's interceptor chain: the routed method.
 struct HandlerEndpoint<'a>(&'a RouteEntry);

@@ -325,7 +325,7 @@ fn a_blocked_worker_does_not_strand_a_queued_task() {
         );
         assert!(submit(&pool, b.task(&done)), "task b rejected");
         while !done.reached(1) {
-            pool.shared.watch();
+            Shared::watch(&pool.shared);
             loom::thread::yield_now();
         }
         done.wait_for(2);
@@ -362,7 +362,7 @@ fn a_task_left_behind_a_worker_on_its_way_wakes_a_sleeping_monitor() {
         assert!(submit(&pool, b.task(&b_done)), "task b rejected");
         while !b_done.reached(1) {
             if pool.shared.monitor.was_nudged() {
-                pool.shared.watch();
+                Shared::watch(&pool.shared);
             }
             loom::thread::yield_now();
         }
@@ -411,7 +411,7 @@ fn a_deferred_wake_is_sent_exactly_once() {
         }
     }
     check(3, &[TimedWaits::Never], |_| {
-        let seat = Arc::new(Seat::new());
+        let seat = Arc::new(Seat::new(0));
         let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
         seat.defer(Waker::from(count.clone()));
         let worker = {
@@ -620,4 +620,38 @@ fn a_resume_goes_past_a_full_pool_and_parked_calls_count() {
 /// Whether the model runs under [`TimedWaits::Expire`].
 fn set_policy_is_expire() -> bool {
     super::sync::timed_waits() == TimedWaits::Expire
+}
+
+/// A run of three calls (`submit_run`, one task counted as three, which
+/// counts the two beyond itself done at its end) racing shutdown: refused
+/// whole and counted nowhere, or run, and then `shutdown` waits for all
+/// three to be counted done.
+#[test]
+fn a_run_racing_shutdown_is_refused_whole_or_counted_out_whole() {
+    check(3, &POLICIES, |kind| {
+        let pool = Arc::new(WorkerPool::new(config(kind, 1, 1, 2)).expect("valid config"));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let submitter = {
+            let pool = Arc::clone(&pool);
+            let runs = Arc::clone(&runs);
+            loom::thread::spawn(move || {
+                let on_worker = Arc::clone(&pool);
+                let run: Task = Box::new(move || {
+                    runs.fetch_add(1, SeqCst);
+                    on_worker.discount(2);
+                });
+                pool.submit_run(run, 3).is_ok()
+            })
+        };
+        assert!(
+            pool.shutdown(Duration::MAX),
+            "untimed shutdown must succeed"
+        );
+        let accepted = submitter.join().expect("submitter");
+        assert_eq!(runs.load(SeqCst), usize::from(accepted));
+        let stats = pool.stats();
+        assert_eq!(stats.submitted, 0, "{stats:?}");
+        assert_eq!(stats.completed, 3 * u64::from(accepted), "{stats:?}");
+        assert_eq!(stats.rejected, 0, "a refused run counts no rejection");
+    });
 }

@@ -72,6 +72,15 @@
 //! caller's socket, lent by its connection), and submits the work it finds
 //! to itself.
 //!
+//! # A run of calls
+//!
+//! A worker that reads a run of a pipelining caller's requests itself
+//! submits them as one task that runs them one after another
+//! (`WorkerPool::submit_run`, `dispatch::run`): counted as its calls
+//! against the bound, not growing the pool (one thread runs it), and
+//! watched call by call, so the monitor queues the calls it has not started
+//! when one of them blocks for a full tick (`seat.rs`, "A run of calls").
+//!
 //! # Work the pool accepted before
 //!
 //! A pooled async handler that waits holds no worker: its future becomes a
@@ -167,6 +176,15 @@ use transfer::TransferQueue;
 
 /// A unit of work for the pool.
 pub type Task = Box<dyn FnOnce() + Send + 'static>;
+
+/// The calls a task runs one after another that it has not started yet
+/// ([`WorkerPool::submit_run`]): what the monitor hands to the shared queue
+/// when the task is stuck in one of them (see `seat.rs`, "A run of calls").
+pub(crate) trait Rest: Send + Sync {
+    /// Takes every call not started yet, each as a task of its own, in
+    /// order. A call is either taken here or started by the run, never both.
+    fn take_rest(&self) -> Vec<Task>;
+}
 
 /// The queue between submitters and workers.
 ///
@@ -345,11 +363,17 @@ impl Shared {
     /// [`withdraw`](Self::withdraw) without counting a rejection: a
     /// resumed task refused because the pool shut down.
     fn withdraw_resumed(&self, task: Task) -> Rejected {
-        self.submitted.fetch_sub(1, SeqCst);
+        self.uncount(1);
+        Rejected(task)
+    }
+
+    /// Takes `calls` back out of `submitted` (see [`withdraw`](Self::withdraw)
+    /// for why a `shutdown` is told).
+    fn uncount(&self, calls: usize) {
+        self.submitted.fetch_sub(calls, SeqCst);
         if self.shutdown.load(SeqCst) {
             self.notify_exit();
         }
-        Rejected(task)
     }
 
     /// Whether `shutdown` must keep waiting: a thread holds a slot, or an
@@ -495,7 +519,7 @@ impl Shared {
 
 fn worker_loop(shared: &Shared, first: Option<Task>) {
     tracing::debug!(pool = %shared.name, "worker thread started");
-    let seat = Arc::new(Seat::new());
+    let seat = Arc::new(Seat::new(shared as *const Shared as usize));
     // Under loom nothing defers a wake-up (`wake_soon` wakes at once) and no
     // monitor thread looks at seats, so they stay out of the models: each
     // lock would only multiply the interleavings loom explores. The seat's
@@ -760,38 +784,123 @@ impl WorkerPool {
         Parked(Arc::clone(&self.shared))
     }
 
+    /// Submits `task`, which runs `calls` calls one after another on one
+    /// worker (a run of requests a worker read itself), as one task of
+    /// the queue counted as `calls` against the bound: refused over it as
+    /// that many submits would be. It does not grow the pool (one thread
+    /// runs it) and wakes no worker (the caller wakes the pool, or is an
+    /// awake worker). While it runs, the task tells the pool of each call
+    /// it starts ([`step`](Self::step)) and what it has not started yet
+    /// ([`hold_rest`](Self::hold_rest)), so the monitor moves the rest to the queue if one
+    /// call blocks (see `seat.rs`); at its end it counts the calls it ran
+    /// beyond the task itself ([`discount`](Self::discount)).
+    ///
+    /// Refused, the task comes back counted nowhere, not even as a
+    /// rejection: its caller submits the calls one by one instead, and
+    /// those count.
+    pub(crate) fn submit_run(&self, task: Task, calls: usize) -> Result<(), Rejected> {
+        let calls = calls.max(1);
+        let (_, task) = self.admit_many(task, calls).map_err(Rejected)?;
+        match self.shared.queue.offer(task, false) {
+            Ok(watch) => {
+                if watch {
+                    self.shared.monitor.nudge();
+                }
+                Ok(())
+            }
+            // Full (the blocking queue).
+            Err(task) => {
+                self.shared.uncount(calls);
+                Err(Rejected(task))
+            }
+        }
+    }
+
+    /// Counts `calls` more calls of the running task done: the calls of a
+    /// run ([`submit_run`](Self::submit_run)) beyond the task itself and
+    /// those the monitor moved to the queue (which count themselves).
+    pub(crate) fn discount(&self, calls: usize) {
+        if calls > 0 {
+            self.shared.completed.fetch_add(calls as u64, Relaxed);
+            self.shared.submitted.fetch_sub(calls, SeqCst);
+        }
+    }
+
+    /// Shows the monitor what the running task's run has not started yet
+    /// (`None` when the run ends), on the calling worker's seat, and makes
+    /// sure the monitor is awake to watch it. Off a worker of this pool
+    /// (and under loom) nothing watches a run: its calls run one after
+    /// another regardless.
+    pub(crate) fn hold_rest(&self, rest: Option<std::sync::Arc<dyn Rest>>) {
+        #[cfg(not(brisk_loom))]
+        {
+            let pool = &*self.shared as *const Shared as usize;
+            let holds = rest.is_some();
+            if seat::with_current_of(pool, |seat| seat.hold(rest)).is_some() && holds {
+                self.shared.monitor.nudge();
+            }
+        }
+        #[cfg(brisk_loom)]
+        let _ = rest;
+    }
+
+    /// Marks the start of the next call of a run on the calling worker:
+    /// the monitor measures a run's calls one by one, so a run of many
+    /// short calls is not taken for a stuck task, and the call starts
+    /// where the one before it ended (`streak.rs`).
+    pub(crate) fn step(&self) {
+        // A call of the task before ended: where the next one starts.
+        streak::next_task();
+        #[cfg(not(brisk_loom))]
+        {
+            let pool = &*self.shared as *const Shared as usize;
+            let tick = self.shared.pulse.tick.load(Relaxed);
+            seat::with_current_of(pool, |seat| seat.step(tick));
+        }
+    }
+
     fn submit_with(&self, task: Task, wake: bool) -> Result<(), Rejected> {
         self.submit_within(task, wake, true)
     }
 
     /// `submit_with`, `bounded` (new work: refused over the limits) or not
     /// (a [`resume`](Self::resume)).
-    fn submit_within(&self, task: Task, wake: bool, bounded: bool) -> Result<(), Rejected> {
+    /// Counts `calls` (at least 1) new calls, for one task, in
+    /// `submitted`, unless the pool is shut down or over its limits;
+    /// returns the tasks now unfinished, or the task back, un-counted (and
+    /// not counted as a rejection: the caller says whether it is one).
+    fn admit_many(&self, task: Task, calls: usize) -> Result<(usize, Task), Task> {
         let s = &self.shared;
         // Cheap early-out; the re-check below is the one that matters.
         if s.shutdown.load(SeqCst) {
-            return Err(if bounded {
-                s.reject(task)
-            } else {
-                Rejected(task)
-            });
+            return Err(task);
         }
-        let in_flight = s.submitted.fetch_add(1, SeqCst) + 1;
-        if s.shutdown.load(SeqCst) {
-            return Err(if bounded {
-                s.withdraw(task)
-            } else {
-                s.withdraw_resumed(task)
-            });
-        }
-        if bounded
-            && (in_flight > s.submit_limit
-                || in_flight.saturating_add(s.waiting.load(Relaxed)) > s.admit_limit)
+        let in_flight = s.submitted.fetch_add(calls, SeqCst) + calls;
+        if s.shutdown.load(SeqCst)
+            || in_flight > s.submit_limit
+            || in_flight.saturating_add(s.waiting.load(Relaxed)) > s.admit_limit
         {
-            return Err(s.withdraw(task));
+            s.uncount(calls);
+            return Err(task);
         }
+        Ok((in_flight, task))
+    }
 
-        let mut task = task;
+    fn submit_within(&self, task: Task, wake: bool, bounded: bool) -> Result<(), Rejected> {
+        let s = &self.shared;
+        let (in_flight, mut task) = if bounded {
+            self.admit_many(task, 1).map_err(|task| s.reject(task))?
+        } else {
+            // Cheap early-out; the re-check below is the one that matters.
+            if s.shutdown.load(SeqCst) {
+                return Err(Rejected(task));
+            }
+            let in_flight = s.submitted.fetch_add(1, SeqCst) + 1;
+            if s.shutdown.load(SeqCst) {
+                return Err(s.withdraw_resumed(task));
+            }
+            (in_flight, task)
+        };
         let pool = s.pool_size.load(SeqCst);
         // Rules 1 and 2 enqueue; rule 3 grows (falling back to the queue if a
         // concurrent submitter took the last slot first: rule 4).

@@ -15,7 +15,9 @@
 //! - wakes one more parked worker when the oldest queued task has waited a
 //!   full tick (`TaskQueue::rescue`), and
 //! - sends the deferred wake-ups of a worker whose current task started
-//!   before the previous tick (`Seat::watch`).
+//!   before the previous tick (`Seat::watch`), and queues the calls a run
+//!   stuck so in one of its calls has not started (`Seat::strand`),
+//!   growing the pool for them as a submit would.
 //!
 //! A blocking handler thus holds up the calls queued behind it, and answers
 //! its worker finished earlier, for one to two ticks (1–2 ms), not for as
@@ -46,8 +48,8 @@
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
 
-use super::sync::{AtomicBool, Condvar, Mutex};
-use super::Shared;
+use super::sync::{Arc, AtomicBool, Condvar, Mutex};
+use super::{Shared, Task};
 
 /// How often the monitor looks while the pool has work.
 #[cfg_attr(brisk_loom, allow(dead_code))]
@@ -104,34 +106,76 @@ impl Monitor {
 
 impl Shared {
     /// One tick of the monitor (see the module docs). Returns whether there
-    /// was anything to watch: tasks queued or wake-ups deferred.
+    /// was anything to watch: tasks queued, wake-ups deferred or a run's
+    /// rest held.
     #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
-    pub(crate) fn watch(&self) -> bool {
-        let now = self.pulse.tick.fetch_add(1, Relaxed) + 1;
-        let mut busy = self.queue.rescue(now);
-        for seat in self.seats.lock().iter() {
-            busy |= seat.watch(now);
+    pub(crate) fn watch(this: &Arc<Self>) -> bool {
+        let now = this.pulse.tick.fetch_add(1, Relaxed) + 1;
+        let mut busy = this.queue.rescue(now);
+        let mut stranded = Vec::new();
+        for seat in this.seats.lock().iter() {
+            busy |= seat.watch(now) | seat.holds_rest();
+            stranded.extend(seat.strand(Some(now)));
         }
+        Shared::requeue(this, stranded);
         busy
     }
 
-    /// Whether anything may need the monitor: a task queued or a wake-up
-    /// deferred (each read under its own lock; see the module docs).
+    /// Queues `stranded`, the calls a stuck run had not started (already
+    /// counted in `submitted`), ahead of what is queued and in their order,
+    /// growing the pool for them as a submit would.
+    fn requeue(this: &Arc<Self>, stranded: Vec<Task>) {
+        for task in stranded.into_iter().rev() {
+            let mut task = task;
+            let pool = this.pool_size.load(SeqCst);
+            if !this.shutdown.load(SeqCst)
+                && pool < this.max
+                && this.submitted.load(SeqCst) > pool
+                && this.reserve_thread()
+            {
+                match Shared::spawn_worker(this, Some(task)) {
+                    Ok(()) | Err((None, _)) => continue,
+                    Err((Some(returned), e)) => {
+                        tracing::warn!(pool = %this.name, error = %e, "could not start worker thread");
+                        task = returned;
+                    }
+                }
+            }
+            this.queue.offer_past_bound(task);
+        }
+    }
+
+    /// Whether anything may need the monitor: a task queued, a wake-up
+    /// deferred or a run's rest held (each read under its own lock; see the
+    /// module docs).
     #[cfg(not(brisk_loom))]
     fn has_work(&self) -> bool {
-        !self.queue.is_empty_locked() || self.seats.lock().iter().any(|seat| seat.holds_wakes())
+        !self.queue.is_empty_locked() || self.seats.lock().iter().any(|seat| seat.has_work())
+    }
+
+    /// At shutdown: the rest of every run in progress goes to the draining
+    /// queue, so a call stuck for good holds up nothing but itself.
+    #[cfg(not(brisk_loom))]
+    fn strand_all(this: &Arc<Self>) {
+        let mut stranded = Vec::new();
+        for seat in this.seats.lock().iter() {
+            stranded.extend(seat.strand(None));
+        }
+        Shared::requeue(this, stranded);
     }
 }
 
 /// The monitor thread's loop, until the pool shuts down.
 #[cfg(not(brisk_loom))]
-pub(crate) fn run(shared: &Shared) {
+pub(crate) fn run(shared: &Arc<Shared>) {
     let monitor = &shared.monitor;
     let mut quiet = 0;
     loop {
         {
             let mut guard = monitor.lock.lock();
             if shared.shutdown.load(SeqCst) {
+                drop(guard);
+                Shared::strand_all(shared);
                 break;
             }
             if quiet >= QUIET_TICKS {
@@ -147,7 +191,7 @@ pub(crate) fn run(shared: &Shared) {
                 .wake
                 .wait_until(&mut guard, std::time::Instant::now() + TICK);
         }
-        if shared.watch() {
+        if Shared::watch(shared) {
             quiet = 0;
         } else {
             quiet += 1;

@@ -1,5 +1,6 @@
 //! [`Seat`]: what one worker thread shares with the pool's monitor — when its
-//! current task started, and the wake-ups its tasks deferred — and
+//! current task (or its current call of a run) started, the wake-ups its
+//! tasks deferred, and the calls of a run it has not started — and
 //! [`wake_soon`], how a task defers one; and [`poll_soon`], how a task asks
 //! its worker to look at a source of work ([`IdlePoll`]) while it next
 //! waits awake.
@@ -25,11 +26,27 @@
 //!   blocks cannot hold them for longer than two ticks.
 //! - Off a worker thread (and under loom, whose threads share the OS
 //!   thread's locals), [`wake_soon`] wakes at once.
+//!
+//! # A run of calls
+//!
+//! A worker that reads a run of a connection's requests itself (its read
+//! side lent, `reply::pool_reads`) submits the run as one task that runs
+//! its calls one after another (`WorkerPool::submit_run`), as a connection
+//! task runs its batch in direct dispatch: no box, no queue and no worker
+//! wrapper per call. A call of the run that blocks must not hold up the
+//! calls behind it (the pool's guarantee), so while the run goes on its
+//! seat holds the run's rest ([`Seat::hold`], through
+//! `WorkerPool::hold_rest`) and the start of its current call
+//! ([`Seat::step`]); the monitor takes the rest of a worker stuck in
+//! one call for a full tick ([`Seat::strand`]) and queues it, call by call,
+//! as it sends such a worker's deferred wake-ups. Each call is started by
+//! the run or taken by the monitor, never both (`Rest::take_rest`).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::Waker;
 
 use super::sync::{AtomicU64, AtomicUsize, Mutex};
+use super::{Rest, Task};
 
 /// `task_tick` of a worker between tasks.
 const IDLE: u64 = u64::MAX;
@@ -50,15 +67,60 @@ pub(crate) struct Seat {
     held: AtomicUsize,
     /// Wake-ups deferred by this worker's tasks ([`wake_soon`]).
     deferred: Mutex<Vec<Waker>>,
+    /// The pool this worker belongs to (the address of its shared state).
+    #[cfg_attr(brisk_loom, allow(dead_code))] // seats stay out of the models
+    pool: usize,
+    /// The calls of the running task's run not started yet ([`hold_rest`]).
+    rest: Mutex<Option<std::sync::Arc<dyn Rest>>>,
 }
 
 impl Seat {
-    pub(crate) fn new() -> Self {
+    /// The seat of a worker of the pool whose shared state lives at `pool`.
+    pub(crate) fn new(pool: usize) -> Self {
         Seat {
             task_tick: AtomicU64::new(IDLE),
             held: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
+            pool,
+            rest: Mutex::new(None),
         }
+    }
+
+    /// Marks the start of the next call of the running task's run, at
+    /// monitor tick `tick`.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn step(&self, tick: u64) {
+        self.task_tick.store(tick, Relaxed);
+    }
+
+    /// The monitor's look at tick `now` (`None`: at shutdown, a task in
+    /// progress counts as stuck): the calls a worker stuck in one call of
+    /// a run (started before the previous tick) has not started, taken.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn strand(&self, now: Option<u64>) -> Vec<Task> {
+        let rest = self.rest.lock().clone();
+        let Some(rest) = rest else {
+            return Vec::new();
+        };
+        let started = self.task_tick.load(Relaxed);
+        let stuck = started != IDLE && now.is_none_or(|now| started.saturating_add(2) <= now);
+        if !stuck {
+            return Vec::new();
+        }
+        rest.take_rest()
+    }
+
+    /// Holds what the running task's run has not started yet (`None` when
+    /// the run ends), for the monitor.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn hold(&self, rest: Option<std::sync::Arc<dyn Rest>>) {
+        *self.rest.lock() = rest;
+    }
+
+    /// Whether the running task holds a run's rest.
+    #[cfg_attr(brisk_loom, allow(dead_code))]
+    pub(crate) fn holds_rest(&self) -> bool {
+        self.rest.lock().is_some()
     }
 
     /// Marks the start of a task at monitor tick `tick`, sending the deferred
@@ -115,10 +177,11 @@ impl Seat {
         self.held.store(deferred.len(), Relaxed);
     }
 
-    /// Whether it holds deferred wake-ups.
+    /// Whether it holds deferred wake-ups or a run's rest (each read
+    /// under its lock).
     #[cfg_attr(brisk_loom, allow(dead_code))]
-    pub(crate) fn holds_wakes(&self) -> bool {
-        !self.deferred.lock().is_empty()
+    pub(crate) fn has_work(&self) -> bool {
+        !self.deferred.lock().is_empty() || self.holds_rest()
     }
 }
 
@@ -139,6 +202,22 @@ std::thread_local! {
 #[cfg(not(brisk_loom))]
 pub(crate) fn sit(seat: &std::sync::Arc<Seat>) {
     CURRENT.with(|current| *current.borrow_mut() = Some(seat.clone()));
+}
+
+/// `f` on the calling thread's seat, if it is a worker of the pool whose
+/// shared state lives at `pool`.
+#[cfg(not(brisk_loom))]
+pub(crate) fn with_current_of<R>(pool: usize, f: impl FnOnce(&Seat) -> R) -> Option<R> {
+    CURRENT
+        .try_with(|current| {
+            current
+                .borrow()
+                .as_deref()
+                .filter(|seat| seat.pool == pool)
+                .map(f)
+        })
+        .ok()
+        .flatten()
 }
 
 /// Unseats the calling thread (a worker that exits).
@@ -258,13 +337,13 @@ mod tests {
 
     #[test]
     fn on_a_worker_it_waits_for_the_flush_and_goes_out_once() {
-        let seat = Arc::new(Seat::new());
+        let seat = Arc::new(Seat::new(0));
         let (count, waker) = counter();
         sit(&seat);
         wake_soon(waker);
         stand();
         assert_eq!(count.0.load(Ordering::SeqCst), 0, "deferred");
-        assert!(seat.holds_wakes());
+        assert!(seat.has_work());
         seat.flush();
         seat.flush();
         assert_eq!(count.0.load(Ordering::SeqCst), 1, "sent exactly once");
@@ -272,7 +351,7 @@ mod tests {
 
     #[test]
     fn the_monitor_sends_what_a_stuck_task_holds() {
-        let seat = Arc::new(Seat::new());
+        let seat = Arc::new(Seat::new(0));
         let (count, waker) = counter();
         sit(&seat);
         wake_soon(waker);
@@ -288,7 +367,7 @@ mod tests {
 
     #[test]
     fn many_deferred_wakes_go_out_before_the_next_task() {
-        let seat = Arc::new(Seat::new());
+        let seat = Arc::new(Seat::new(0));
         let (count, _) = counter();
         sit(&seat);
         for _ in 0..MAX_DEFERRED {

@@ -792,3 +792,111 @@ fn a_task_queued_behind_a_worker_on_its_way_that_blocks_is_not_stranded() {
     }
     assert!(pool.shutdown(WAIT));
 }
+
+/// What a stuck run has not started: each call a task sending its number.
+struct TestRest(parking_lot::Mutex<Vec<Task>>);
+
+impl Rest for TestRest {
+    fn take_rest(&self) -> Vec<Task> {
+        std::mem::take(&mut *self.0.lock())
+    }
+}
+
+#[test]
+fn a_run_counts_as_its_calls_and_ends_with_none_unfinished() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 2, 4, 100)).unwrap());
+    let (tx, rx) = mpsc::channel();
+    let on_worker = pool.clone();
+    let run: Task = Box::new(move || {
+        for call in 0..5 {
+            if call > 0 {
+                on_worker.step();
+            }
+            tx.send(call).ok();
+        }
+        on_worker.discount(4);
+    });
+    pool.submit_run(run, 5).unwrap();
+    let ran: Vec<i32> = (0..5).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+    assert_eq!(ran, vec![0, 1, 2, 3, 4], "one after another, in order");
+    assert!(
+        eventually(|| pool.stats().submitted == 0),
+        "{:?}",
+        pool.stats()
+    );
+    assert_eq!(pool.stats().completed, 5, "each call counts as completed");
+    assert!(pool.shutdown(WAIT));
+}
+
+#[test]
+fn a_run_over_the_bound_comes_back_counted_nowhere() {
+    // queue_size + max_threads = 4 calls admitted at most.
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 2, 2)).unwrap());
+    let back = pool.submit_run(Box::new(|| {}), 5).unwrap_err();
+    drop(back.into_task());
+    let s = pool.stats();
+    assert_eq!((s.submitted, s.rejected), (0, 0), "{s:?}");
+    // A run of 4 is within the bound.
+    let (tx, rx) = mpsc::channel();
+    let on_worker = pool.clone();
+    let run: Task = Box::new(move || {
+        tx.send(()).ok();
+        on_worker.discount(3);
+    });
+    pool.submit_run(run, 4).unwrap();
+    rx.recv_timeout(WAIT).unwrap();
+    assert!(
+        eventually(|| pool.stats().submitted == 0),
+        "{:?}",
+        pool.stats()
+    );
+    assert!(pool.shutdown(WAIT), "{:?}", pool.stats());
+}
+
+#[test]
+fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 4, 100)).unwrap());
+    let gate = Gate::new();
+    let blocker = gate.blocker();
+    let (tx, rx) = mpsc::channel();
+    let rest: Vec<Task> = (1..4)
+        .map(|call| {
+            let tx = tx.clone();
+            Box::new(move || {
+                tx.send(call).ok();
+            }) as Task
+        })
+        .collect();
+    let rest = Arc::new(TestRest(parking_lot::Mutex::new(rest)));
+    let on_worker = pool.clone();
+    let held = rest.clone();
+    let run: Task = Box::new(move || {
+        on_worker.hold_rest(Some(held.clone() as Arc<dyn Rest>));
+        // The first call blocks until the gate opens.
+        blocker();
+        let left = std::mem::take(&mut *held.0.lock());
+        let ran_here = 1 + left.len();
+        for call in left {
+            on_worker.step();
+            call();
+        }
+        on_worker.hold_rest(None);
+        on_worker.discount(ran_here - 1);
+    });
+    pool.submit_run(run, 4).unwrap();
+    gate.wait_started(1);
+    // The rest runs on another worker (grown for it: the only one is
+    // stuck) while the first call still blocks.
+    let mut got: Vec<i32> = (0..3).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+    got.sort_unstable();
+    assert_eq!(got, vec![1, 2, 3]);
+    assert!(rest.0.lock().is_empty());
+    gate.open();
+    assert!(
+        eventually(|| pool.stats().submitted == 0),
+        "{:?}",
+        pool.stats()
+    );
+    assert_eq!(pool.stats().completed, 4);
+    assert!(pool.shutdown(WAIT));
+}

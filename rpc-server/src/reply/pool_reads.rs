@@ -31,7 +31,8 @@
 //! each small enough for the connection's read buffer (a larger one takes
 //! the frame budget, which is the task's) and not compressed — so a
 //! pipelining caller's run of requests (1:100) is read, run and answered by
-//! one worker, as by the task in direct dispatch. Anything else — a frame of
+//! one worker, as by the task in direct dispatch: the run's calls go to the
+//! pool as one task (`dispatch::run`). Anything else — a frame of
 //! another kind (a `Cancel`, a ping, a stream's), a large or malformed
 //! one, the end of the stream, an error — is handed back to the
 //! connection's task with everything read behind it, and so is a request
