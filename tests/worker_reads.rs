@@ -347,6 +347,34 @@ async fn a_blocking_call_in_a_run_a_worker_read_stalls_nothing_else() {
 }
 
 #[tokio::test]
+async fn a_run_a_worker_read_whose_first_call_blocks_stalls_nothing_else() {
+    bounded(60, async {
+        let (server, _) = pool_server().await;
+        let mut raw = Raw::connect(&server).await;
+        let mut id = 1;
+        for tried in 1..=RUN_TRIES {
+            // A lone caller's rhythm: the worker that answers reads next, so
+            // the run below is what it reads, blocking call first.
+            let next = raw.keep_rhythm(&server, id, 20).await;
+            let reads = worker_reads_before(&server, next);
+            let block_ms = BLOCK.as_millis() as u64;
+            let sent = raw
+                .run_behind(HashSet::new(), next, block_ms, 10, false)
+                .await;
+            let after = sent.elapsed();
+            assert!(after < BLOCK, "the calls behind waited {after:?}");
+            raw.expect_ok(next).await;
+            if read_by_workers(&server, reads, 11, tried) {
+                break;
+            }
+            id = next + 11;
+        }
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_cancel_behind_a_run_a_worker_read_finds_its_call() {
     bounded(60, async {
         let (server, seen) = pool_server().await;

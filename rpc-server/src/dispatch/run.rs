@@ -86,12 +86,15 @@ fn run_calls(calls: &Arc<Calls>) {
     let Some(first) = first else {
         return;
     };
+    // The first call is taken before the rest is shown, so the run runs
+    // at least one call itself; the rest is shown before that call starts,
+    // so the monitor can queue it if the first call blocks.
     let pool = first.ctx.dispatcher.pool().cloned();
-    run_one(first);
-    let mut ran = 1;
     if let Some(pool) = &pool {
         pool.hold_rest(Some(calls.clone() as Arc<dyn Rest>));
     }
+    run_one(first);
+    let mut ran = 1;
     loop {
         let next = calls.jobs.lock().pop_front();
         let Some(job) = next else {
