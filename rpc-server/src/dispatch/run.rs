@@ -3,36 +3,38 @@
 //! pool as one task that runs them one after another, as a connection task
 //! runs its batch in direct dispatch.
 //!
-//! # Why
+//! # Why it is shaped so
 //!
 //! Submitted one by one, each call of a run cost the pool a box, a queue
-//! offer and poll, and the worker's wrapper around a task (its counters,
-//! its seat, its streak): at 1:100:1024 a pooled call took 5,100
-//! instructions against direct dispatch's 3,600 (callgrind, BENCHMARKS.md),
-//! and the run's calls were spread over whichever workers woke. As one
-//! task, the run costs those once, and its calls' answers go out together.
+//! offer and poll and the worker's wrapper around a task (its counters, its
+//! seat, its streak), and the run's calls were spread over whichever
+//! workers woke. As one task, the run pays those once and its calls'
+//! answers go out together (BENCHMARKS.md, "A run of calls a worker read").
 //!
 //! # The pool's guarantees
 //!
 //! - **Counted per call.** The task counts as the run's calls against the
 //!   pool's bound ([`WorkerPool::submit_run`]); a run the pool refuses comes
 //!   back whole, and its calls are submitted one by one, so each is refused
-//!   or accepted as it would have been.
-//! - **A blocking call holds up nothing else.** Before its second call the
-//!   task shows the pool the calls it has not started ([`Rest`], through
-//!   [`WorkerPool::hold_rest`]) and marks each call's start
+//!   or accepted as it would have been. As each call after the first
+//!   starts, the one before is counted done ([`WorkerPool::discount`]), so
+//!   the pool's count of unfinished calls is never behind (its growth, its
+//!   bound and its drain at shutdown read it).
+//! - **A blocking call holds up nothing else.** Before its first call
+//!   starts the task shows the pool the calls it has not started ([`Rest`],
+//!   through [`WorkerPool::hold_rest`]), and it marks the start of each
 //!   ([`WorkerPool::step`]); the pool's monitor queues the rest of a run
 //!   stuck in one call for a full tick, call by call, as it would have
 //!   found them queued.
 //! - **Exactly once.** A call is taken from the run under its lock, by the
-//!   task or by the monitor, never both; the task takes its first call
-//!   before it shows its rest, so it runs at least one and its count comes
-//!   out exact: the task itself, the calls the monitor took (each a task
-//!   of its own), and the rest it ran ([`WorkerPool::discount`]).
+//!   task or by the monitor, never both. The task takes its first call
+//!   before it shows its rest, so it runs at least one, and its count comes
+//!   out exact: the task itself for the call it runs last, one
+//!   [`discount`](WorkerPool::discount) for each call before it, and each
+//!   call the monitor took as a task of its own.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -42,17 +44,19 @@ use crate::panic::panic_message;
 use crate::pool::{Rest, Task, WorkerPool};
 
 /// The calls of a run not started yet.
-struct Calls {
-    jobs: Mutex<VecDeque<PoolJob>>,
-    /// Calls the monitor took ([`Rest::take_rest`]).
-    taken: AtomicUsize,
+struct Calls(Mutex<VecDeque<PoolJob>>);
+
+impl Calls {
+    fn next(&self) -> Option<PoolJob> {
+        self.0.lock().pop_front()
+    }
 }
 
 impl Rest for Calls {
     fn take_rest(&self) -> Vec<Task> {
-        let mut jobs = self.jobs.lock();
-        self.taken.fetch_add(jobs.len(), Ordering::Relaxed);
-        jobs.drain(..)
+        self.0
+            .lock()
+            .drain(..)
             .map(|job| Box::new(move || job.run()) as Task)
             .collect()
     }
@@ -63,10 +67,7 @@ impl Rest for Calls {
 /// one.
 pub(crate) fn submit(pool: &WorkerPool, jobs: Vec<PoolJob>) -> Result<(), Vec<PoolJob>> {
     let count = jobs.len();
-    let calls = Arc::new(Calls {
-        jobs: Mutex::new(VecDeque::from(jobs)),
-        taken: AtomicUsize::new(0),
-    });
+    let calls = Arc::new(Calls(Mutex::new(VecDeque::from(jobs))));
     let run = calls.clone();
     let task: Task = Box::new(move || run_calls(&run));
     match pool.submit_run(task, count) {
@@ -74,7 +75,7 @@ pub(crate) fn submit(pool: &WorkerPool, jobs: Vec<PoolJob>) -> Result<(), Vec<Po
         Err(rejected) => {
             // Its task never runs: the calls are all still here.
             drop(rejected);
-            let jobs = std::mem::take(&mut *calls.jobs.lock());
+            let jobs = std::mem::take(&mut *calls.0.lock());
             Err(jobs.into())
         }
     }
@@ -82,34 +83,46 @@ pub(crate) fn submit(pool: &WorkerPool, jobs: Vec<PoolJob>) -> Result<(), Vec<Po
 
 /// The run's task, on a worker.
 fn run_calls(calls: &Arc<Calls>) {
-    let first = calls.jobs.lock().pop_front();
-    let Some(first) = first else {
+    let Some(first) = calls.next() else {
         return;
     };
-    // The first call is taken before the rest is shown, so the run runs
-    // at least one call itself; the rest is shown before that call starts,
-    // so the monitor can queue it if the first call blocks.
-    let pool = first.ctx.dispatcher.pool().cloned();
-    if let Some(pool) = &pool {
-        pool.hold_rest(Some(calls.clone() as Arc<dyn Rest>));
-    }
+    let Some(pool) = first.ctx.dispatcher.pool().cloned() else {
+        // Only pooled calls come here; run them all regardless.
+        run_one(first);
+        while let Some(job) = calls.next() {
+            run_one(job);
+        }
+        return;
+    };
+    let _shown = Shown::rest(&pool, calls);
     run_one(first);
-    let mut ran = 1;
     loop {
-        let next = calls.jobs.lock().pop_front();
-        let Some(job) = next else {
+        // The start of the next call, before it is taken: the monitor must
+        // not take the pause between two calls for a stuck one.
+        pool.step();
+        let Some(job) = calls.next() else {
             break;
         };
-        if let Some(pool) = &pool {
-            pool.step();
-        }
+        // The call before is done; this one is the task's own until the next.
+        pool.discount(1);
         run_one(job);
-        ran += 1;
     }
-    if let Some(pool) = &pool {
-        pool.hold_rest(None);
-        // The task itself counts one call; the monitor's take, its own.
-        pool.discount(ran - 1);
+}
+
+/// The rest of a run shown to the monitor, until dropped (however the run
+/// ends).
+struct Shown<'a>(&'a WorkerPool);
+
+impl<'a> Shown<'a> {
+    fn rest(pool: &'a WorkerPool, calls: &Arc<Calls>) -> Self {
+        pool.hold_rest(Some(calls.clone() as Arc<dyn Rest>));
+        Shown(pool)
+    }
+}
+
+impl Drop for Shown<'_> {
+    fn drop(&mut self) {
+        self.0.hold_rest(None);
     }
 }
 

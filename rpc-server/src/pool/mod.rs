@@ -114,7 +114,9 @@
 //!   before shutdown becomes visible. Draining workers exit only once nothing
 //!   is queued and `submitted ≤ active` (every accepted task is running
 //!   somewhere), so an accepted task that is still on its way into the queue
-//!   is never abandoned. `shutdown` waits for `submitted == 0` as well as for
+//!   is never abandoned. A run counts its calls not started yet in
+//!   `submitted` too; at shutdown the monitor queues them every tick, so
+//!   that state does not last either. `shutdown` waits for `submitted == 0` as well as for
 //!   `pool_size == 0`: with no thread left (`core_threads == 0`), an accepted
 //!   submitter may not have started the thread for its task yet when
 //!   `shutdown` looks (the loom models in `loom_tests.rs` check this
@@ -138,7 +140,7 @@
 //! `RUSTFLAGS="--cfg brisk_loom"`, and `loom_tests.rs` explores every
 //! interleaving of small models (exactly-once, the bound, wake-ups, a quiet
 //! batch, the monitor's rescue, deferred wake-ups, retiring, submit racing
-//! shutdown) up to a preemption bound. Run them with
+//! shutdown, a run racing shutdown) up to a preemption bound. Run them with
 //! `.ci/loom`. They found the two `shutdown` races now fixed there: it could
 //! return `true` before an accepted task had run, and `false` with no time
 //! limit.
@@ -259,6 +261,32 @@ pub(crate) struct Taken {
 impl From<Task> for Taken {
     fn from(task: Task) -> Self {
         Taken { task, watch: false }
+    }
+}
+
+/// The calls the running task counted done beyond itself
+/// ([`WorkerPool::discount`]), for its worker's count of calls in a row.
+mod run_calls {
+    #[cfg(not(brisk_loom))]
+    std::thread_local! {
+        static EXTRA: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// `calls` more done by the task running on this thread.
+    pub(super) fn add(calls: usize) {
+        #[cfg(not(brisk_loom))]
+        EXTRA.with(|extra| extra.set(extra.get() + calls));
+        #[cfg(brisk_loom)]
+        let _ = calls;
+    }
+
+    /// The calls added since the last look, taken (none under loom, whose
+    /// threads share the OS thread's locals).
+    pub(super) fn take() -> usize {
+        #[cfg(not(brisk_loom))]
+        return EXTRA.with(std::cell::Cell::take);
+        #[cfg(brisk_loom)]
+        0
     }
 }
 
@@ -456,7 +484,9 @@ impl Shared {
         }
     }
 
-    fn run(&self, seat: &Seat, task: Task) {
+    /// Runs `task` on this worker; returns the calls it ran (more than one
+    /// for a run, [`WorkerPool::submit_run`]).
+    fn run(&self, seat: &Seat, task: Task) -> usize {
         streak::next_task();
         #[cfg(brisk_loom)]
         let _ = seat; // seats stay out of the models (see `worker_loop`)
@@ -479,6 +509,7 @@ impl Shared {
         seat.end_task();
         self.completed.fetch_add(1, Relaxed);
         self.submitted.fetch_sub(1, SeqCst);
+        1 + run_calls::take()
     }
 
     /// Called after an idle thread above core timed out. Returns `true` if the
@@ -555,12 +586,12 @@ fn worker_loop(shared: &Shared, first: Option<Task>) {
 /// A worker's tasks until it retires (`true`, its slot already given up) or
 /// the pool has drained at shutdown (`false`).
 fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
-    // Tasks run since this worker last found the queue empty.
+    // Calls run since this worker last found the queue empty (a lone
+    // caller's pattern is one, `rhythm.rs`).
     let mut run = 0usize;
     let mut rhythm = Rhythm::default();
     if let Some(task) = first {
-        shared.run(seat, task);
-        run = 1;
+        run = shared.run(seat, task);
     }
     loop {
         if shared.shutdown.load(SeqCst) {
@@ -608,8 +639,7 @@ fn work(shared: &Shared, seat: &Seat, first: Option<Task>) -> bool {
                 if taken.watch {
                     shared.monitor.nudge();
                 }
-                run += 1;
-                shared.run(seat, taken.task);
+                run += shared.run(seat, taken.task);
             }
             None => {
                 if timed && shared.try_retire() {
@@ -823,6 +853,7 @@ impl WorkerPool {
         if calls > 0 {
             self.shared.completed.fetch_add(calls as u64, Relaxed);
             self.shared.submitted.fetch_sub(calls, SeqCst);
+            run_calls::add(calls);
         }
     }
 

@@ -122,8 +122,9 @@ impl Shared {
     }
 
     /// Queues `stranded`, the calls a stuck run had not started (already
-    /// counted in `submitted`), ahead of what is queued and in their order,
-    /// growing the pool for them as a submit would.
+    /// counted in `submitted`), ahead of what is queued, growing the pool
+    /// for them as a submit would (a thread started for one runs it first;
+    /// the queued ones keep their order).
     fn requeue(this: &Arc<Self>, stranded: Vec<Task>) {
         for task in stranded.into_iter().rev() {
             let mut task = task;
@@ -153,8 +154,9 @@ impl Shared {
         !self.queue.is_empty_locked() || self.seats.lock().iter().any(|seat| seat.has_work())
     }
 
-    /// At shutdown: the rest of every run in progress goes to the draining
-    /// queue, so a call stuck for good holds up nothing but itself.
+    /// At shutdown, every tick until the workers are gone: the rest of
+    /// every run in progress goes to the draining queue, so a call stuck
+    /// for good holds up nothing but itself.
     #[cfg(not(brisk_loom))]
     fn strand_all(this: &Arc<Self>) {
         let mut stranded = Vec::new();
@@ -175,8 +177,15 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             let mut guard = monitor.lock.lock();
             if shared.shutdown.load(SeqCst) {
                 drop(guard);
+                // Draining: what runs in progress have not started goes to
+                // the queue, every tick until the last worker is gone (a
+                // draining worker may take a run from the queue after this).
                 Shared::strand_all(shared);
-                break;
+                if shared.pool_size.load(SeqCst) == 0 {
+                    break;
+                }
+                std::thread::sleep(TICK);
+                continue;
             }
             if quiet >= QUIET_TICKS {
                 monitor.asleep.store(true, SeqCst);

@@ -900,3 +900,45 @@ fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
     assert_eq!(pool.stats().completed, 4);
     assert!(pool.shutdown(WAIT));
 }
+
+#[test]
+fn at_shutdown_the_rest_of_a_run_stuck_in_one_call_still_runs() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 2, 2, 100)).unwrap());
+    let gate = Gate::new();
+    let blocker = gate.blocker();
+    let (tx, rx) = mpsc::channel();
+    let rest: Vec<Task> = (1..3)
+        .map(|call| {
+            let tx = tx.clone();
+            Box::new(move || {
+                tx.send(call).ok();
+            }) as Task
+        })
+        .collect();
+    let rest = Arc::new(TestRest(parking_lot::Mutex::new(rest)));
+    let on_worker = pool.clone();
+    let held = rest.clone();
+    let run: Task = Box::new(move || {
+        on_worker.hold_rest(Some(held.clone() as Arc<dyn Rest>));
+        blocker();
+        let left = std::mem::take(&mut *held.0.lock());
+        for call in left {
+            on_worker.step();
+            on_worker.discount(1);
+            call();
+        }
+        on_worker.hold_rest(None);
+    });
+    pool.submit_run(run, 3).unwrap();
+    gate.wait_started(1);
+    let stopping = pool.clone();
+    let stopped = thread::spawn(move || stopping.shutdown(WAIT));
+    // The rest runs on the other worker while the first call blocks.
+    let mut got: Vec<i32> = (0..2).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+    got.sort_unstable();
+    assert_eq!(got, vec![1, 2]);
+    gate.open();
+    assert!(stopped.join().unwrap(), "shutdown drains");
+    let s = pool.stats();
+    assert_eq!((s.submitted, s.completed), (0, 3), "{s:?}");
+}
