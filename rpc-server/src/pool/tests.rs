@@ -853,13 +853,18 @@ fn a_run_over_the_bound_comes_back_counted_nowhere() {
     assert!(pool.shutdown(WAIT), "{:?}", pool.stats());
 }
 
-#[test]
-fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
-    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 4, 100)).unwrap());
-    let gate = Gate::new();
+/// A run of `1 + rest` calls for `pool`: the first blocks on `gate`, each
+/// of the rest sends its number (1, 2, …) on the returned channel. It shows
+/// its rest before its first call, as `dispatch::run` does, and runs
+/// whatever the monitor left it after the gate opens.
+fn stuck_run(
+    pool: &Arc<WorkerPool>,
+    gate: &Gate,
+    rest: i32,
+) -> (Task, Arc<TestRest>, mpsc::Receiver<i32>) {
     let blocker = gate.blocker();
     let (tx, rx) = mpsc::channel();
-    let rest: Vec<Task> = (1..4)
+    let calls: Vec<Task> = (1..=rest)
         .map(|call| {
             let tx = tx.clone();
             Box::new(move || {
@@ -867,22 +872,28 @@ fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
             }) as Task
         })
         .collect();
-    let rest = Arc::new(TestRest(parking_lot::Mutex::new(rest)));
+    let rest = Arc::new(TestRest(parking_lot::Mutex::new(calls)));
     let on_worker = pool.clone();
     let held = rest.clone();
     let run: Task = Box::new(move || {
         on_worker.hold_rest(Some(held.clone() as Arc<dyn Rest>));
-        // The first call blocks until the gate opens.
         blocker();
         let left = std::mem::take(&mut *held.0.lock());
-        let ran_here = 1 + left.len();
         for call in left {
             on_worker.step();
+            on_worker.discount(1);
             call();
         }
         on_worker.hold_rest(None);
-        on_worker.discount(ran_here - 1);
     });
+    (run, rest, rx)
+}
+
+#[test]
+fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 4, 100)).unwrap());
+    let gate = Gate::new();
+    let (run, rest, rx) = stuck_run(&pool, &gate, 3);
     pool.submit_run(run, 4).unwrap();
     gate.wait_started(1);
     // The rest runs on another worker (grown for it: the only one is
@@ -905,30 +916,7 @@ fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
 fn at_shutdown_the_rest_of_a_run_stuck_in_one_call_still_runs() {
     let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 2, 2, 100)).unwrap());
     let gate = Gate::new();
-    let blocker = gate.blocker();
-    let (tx, rx) = mpsc::channel();
-    let rest: Vec<Task> = (1..3)
-        .map(|call| {
-            let tx = tx.clone();
-            Box::new(move || {
-                tx.send(call).ok();
-            }) as Task
-        })
-        .collect();
-    let rest = Arc::new(TestRest(parking_lot::Mutex::new(rest)));
-    let on_worker = pool.clone();
-    let held = rest.clone();
-    let run: Task = Box::new(move || {
-        on_worker.hold_rest(Some(held.clone() as Arc<dyn Rest>));
-        blocker();
-        let left = std::mem::take(&mut *held.0.lock());
-        for call in left {
-            on_worker.step();
-            on_worker.discount(1);
-            call();
-        }
-        on_worker.hold_rest(None);
-    });
+    let (run, _, rx) = stuck_run(&pool, &gate, 2);
     pool.submit_run(run, 3).unwrap();
     gate.wait_started(1);
     let stopping = pool.clone();
