@@ -497,12 +497,20 @@ pub fn framework_table(results: &[SceneResult]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::report::{median, RoundFigures, Verdict};
     use crate::runner::plan::{Preset, Settings};
 
-    fn result(player: &str, scenario: &str, c: u32, mode: &str, tps: &[f64]) -> SceneResult {
+    /// A result of `player` with `tps` per round (latencies derived from it); brisk's at its
+    /// defaults and pool dispatch.
+    pub(in crate::runner) fn result(
+        player: &str,
+        scenario: &str,
+        c: u32,
+        mode: &str,
+        tps: &[f64],
+    ) -> SceneResult {
         let mut s = SceneResult::new(player, scenario, c, 0, mode);
         s.connections = 10;
         if player == "brisk" {

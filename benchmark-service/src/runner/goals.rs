@@ -110,30 +110,8 @@ pub fn goal_lines(plan: &Plan, goals: &[Goal], results: &[SceneResult]) -> Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{median, RoundFigures};
+    use crate::runner::claims::tests::result;
     use crate::runner::plan::Preset;
-
-    fn result(player: &str, scenario: &str, c: u32, mode: &str, tps: &[f64]) -> SceneResult {
-        let mut s = SceneResult::new(player, scenario, c, 0, mode);
-        s.connections = 10;
-        if player == "brisk" {
-            s.connect_type = "fixed".into();
-            s.write_mode = "async".into();
-            s.serializer = "msgpack".into();
-            s.dispatch = "pool".into();
-            s.queue = "transfer".into();
-        }
-        s.rounds = tps
-            .iter()
-            .map(|&t| RoundFigures {
-                tps: t,
-                p50_ms: 1.0 / t,
-                p99_ms: 2.0 / t,
-            })
-            .collect();
-        s.tps = median(tps).unwrap_or(0.0);
-        s
-    }
 
     #[test]
     fn the_peers_presets_goals_are_judged_round_by_round_at_their_point() {

@@ -395,6 +395,12 @@ impl Shared {
         Rejected(task)
     }
 
+    /// What names this pool to its workers' seats: the address of its
+    /// shared state.
+    fn id(&self) -> usize {
+        self as *const Shared as usize
+    }
+
     /// Takes `calls` back out of `submitted` (see [`withdraw`](Self::withdraw)
     /// for why a `shutdown` is told).
     fn uncount(&self, calls: usize) {
@@ -550,7 +556,7 @@ impl Shared {
 
 fn worker_loop(shared: &Shared, first: Option<Task>) {
     tracing::debug!(pool = %shared.name, "worker thread started");
-    let seat = Arc::new(Seat::new(shared as *const Shared as usize));
+    let seat = Arc::new(Seat::new(shared.id()));
     // Under loom nothing defers a wake-up (`wake_soon` wakes at once) and no
     // monitor thread looks at seats, so they stay out of the models: each
     // lock would only multiply the interleavings loom explores. The seat's
@@ -821,9 +827,10 @@ impl WorkerPool {
     /// runs it) and wakes no worker (the caller wakes the pool, or is an
     /// awake worker). While it runs, the task tells the pool of each call
     /// it starts ([`step`](Self::step)) and what it has not started yet
-    /// ([`hold_rest`](Self::hold_rest)), so the monitor moves the rest to the queue if one
-    /// call blocks (see `seat.rs`); at its end it counts the calls it ran
-    /// beyond the task itself ([`discount`](Self::discount)).
+    /// ([`hold_rest`](Self::hold_rest)), so the monitor moves the rest to
+    /// the queue if one call blocks (see `seat.rs`), and as each call after
+    /// the first starts it counts the one before done
+    /// ([`discount`](Self::discount)).
     ///
     /// Refused, the task comes back counted nowhere, not even as a
     /// rejection: its caller submits the calls one by one instead, and
@@ -865,9 +872,8 @@ impl WorkerPool {
     pub(crate) fn hold_rest(&self, rest: Option<std::sync::Arc<dyn Rest>>) {
         #[cfg(not(brisk_loom))]
         {
-            let pool = &*self.shared as *const Shared as usize;
             let holds = rest.is_some();
-            if seat::with_current_of(pool, |seat| seat.hold(rest)).is_some() && holds {
+            if seat::with_current_of(self.shared.id(), |seat| seat.hold(rest)).is_some() && holds {
                 self.shared.monitor.nudge();
             }
         }
@@ -884,9 +890,8 @@ impl WorkerPool {
         streak::next_task();
         #[cfg(not(brisk_loom))]
         {
-            let pool = &*self.shared as *const Shared as usize;
             let tick = self.shared.pulse.tick.load(Relaxed);
-            seat::with_current_of(pool, |seat| seat.step(tick));
+            seat::with_current_of(self.shared.id(), |seat| seat.step(tick));
         }
     }
 
