@@ -12,7 +12,7 @@
 //! gives an exact bound on queued new work, which some deployments prefer.
 
 use super::sync::{AtomicUsize, Condvar, Mutex};
-use super::{Taken, Task, TaskQueue};
+use super::{Rescue, Taken, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -92,8 +92,8 @@ impl TaskQueue for BlockingQueue {
         false
     }
 
-    fn rescue(&self, _now: u64) -> bool {
-        false
+    fn rescue(&self, _now: u64) -> Rescue {
+        Rescue::Empty
     }
 
     fn is_empty_locked(&self) -> bool {

@@ -21,7 +21,7 @@
 //!
 //! 1. if the pool is already at `max_threads` → enqueue;
 //! 2. else if submitted ≤ live threads (some thread is idle) → enqueue, the
-//!    idle thread picks it up;
+//!    idle thread picks it up (a run of calls counts as one here);
 //! 3. else if the pool is below `max_threads` → start a new thread, which runs
 //!    this task first;
 //! 4. else → enqueue.
@@ -57,10 +57,13 @@
 //! on an awake worker coming back soon, which a blocking handler breaks; so a
 //! monitor thread (`monitor.rs`) looks every millisecond while there is work
 //! and wakes one more worker while the oldest queued task has waited a full
-//! tick, and sends the deferred wake-ups of a worker stuck in a task. A
-//! blocking handler holds up what is queued behind it for 1–2 ms, not for as
-//! long as it blocks. Growth is untouched: a submit still starts a thread
-//! when more tasks are unfinished than threads are live.
+//! tick — or, when every live worker is inside a task and none is parked,
+//! starts one more thread (up to `max_threads`) — and sends the deferred
+//! wake-ups of a worker stuck in a task. A blocking handler holds up what is
+//! queued behind it for 1–2 ms, not for as long as it blocks. A submit still
+//! starts a thread itself when more tasks are unfinished than threads are
+//! live; the monitor's growth covers what a submit cannot see (a run
+//! submitted without growing, a count read while another changed it).
 //!
 //! A lone caller (one call at a time, 1:1) gets no batch to share a wake-up
 //! with: each of its calls would find the worker parked. So a worker whose
@@ -77,7 +80,9 @@
 //! A worker that reads a run of a pipelining caller's requests itself
 //! submits them as one task that runs them one after another
 //! (`WorkerPool::submit_run`, `dispatch::run`): counted as its calls
-//! against the bound, not growing the pool (one thread runs it), and
+//! against the bound, not growing the pool (one thread runs it), counted as
+//! one task by the growth rule above while it runs (its calls after the
+//! first need no thread of their own, `Shared::run_rest`), and
 //! watched call by call, so the monitor queues the calls it has not started
 //! when one of them blocks for a full tick (`seat.rs`, "A run of calls").
 //!
@@ -208,9 +213,10 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// returns whether the monitor must watch, as `offer` does.
     fn wake_idle(&self) -> bool;
     /// The monitor's tick `now`: wakes a worker if the oldest task has
-    /// waited a full tick. Returns whether any task is queued.
+    /// waited a full tick; says whether any task is queued, and whether one
+    /// that waited so found no parked worker to wake.
     #[cfg_attr(brisk_loom, allow(dead_code))] // used by the monitor thread, not started under loom
-    fn rescue(&self, now: u64) -> bool;
+    fn rescue(&self, now: u64) -> Rescue;
     /// Whether no task is queued, read under the queue's lock.
     #[cfg_attr(brisk_loom, allow(dead_code))] // used by the monitor thread, not started under loom
     fn is_empty_locked(&self) -> bool;
@@ -245,6 +251,18 @@ pub(crate) trait TaskQueue: Send + Sync {
     }
     fn len(&self) -> usize;
     fn close(&self);
+}
+
+/// What the monitor's [`TaskQueue::rescue`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rescue {
+    /// Nothing queued.
+    Empty,
+    /// Tasks queued, and a worker on its way to them (maybe woken now).
+    Queued,
+    /// The oldest task has waited a full tick with every worker inside a
+    /// task and none parked to wake: only a new thread takes it.
+    Stalled,
 }
 
 /// A task taken from the queue by a worker.
@@ -347,8 +365,15 @@ struct Shared {
     /// per call.
     runtime: Option<tokio::runtime::Handle>,
 
-    /// Accepted but unfinished tasks (queued + running + being handed over).
+    /// Accepted but unfinished tasks (queued + running + being handed over),
+    /// a run ([`WorkerPool::submit_run`]) counted as its unfinished calls.
     submitted: Padded<AtomicUsize>,
+    /// The calls in `submitted` that a run will start after the one it
+    /// runs: they need no thread of their own, so growth leaves them out
+    /// (`submitted - run_rest` is the work that needs a thread each).
+    /// Lowered before `submitted` is, so a reader in between sees more
+    /// work, not less.
+    run_rest: Padded<AtomicUsize>,
     /// Threads inside a task, and the monitor's tick (shared with the queue).
     pulse: Arc<Pulse>,
     completed: Padded<AtomicU64>,
@@ -415,6 +440,13 @@ impl Shared {
     /// yet started the thread that will run it.
     fn busy(&self) -> bool {
         self.pool_size.load(SeqCst) > 0 || self.submitted.load(SeqCst) > 0
+    }
+
+    /// Of `in_flight` unfinished calls (a `submitted` just read), those that
+    /// need a thread each: all but the calls runs will start after the one
+    /// they run (`run_rest`).
+    fn needing_threads(&self, in_flight: usize) -> usize {
+        in_flight.saturating_sub(self.run_rest.load(SeqCst))
     }
 
     /// Reserves a thread slot if the pool is below `max_threads`.
@@ -739,6 +771,7 @@ impl WorkerPool {
             name: config.name.clone(),
             runtime,
             submitted: Padded::default(),
+            run_rest: Padded::default(),
             pulse,
             completed: Padded::default(),
             pool_size: Padded::default(),
@@ -838,6 +871,8 @@ impl WorkerPool {
     pub(crate) fn submit_run(&self, task: Task, calls: usize) -> Result<(), Rejected> {
         let calls = calls.max(1);
         let (_, task) = self.admit_many(task, calls).map_err(Rejected)?;
+        // Before the offer: a worker may discount the rest at once.
+        self.shared.run_rest.fetch_add(calls - 1, SeqCst);
         match self.shared.queue.offer(task, false) {
             Ok(watch) => {
                 if watch {
@@ -847,6 +882,7 @@ impl WorkerPool {
             }
             // Full (the blocking queue).
             Err(task) => {
+                self.shared.run_rest.fetch_sub(calls - 1, SeqCst);
                 self.shared.uncount(calls);
                 Err(Rejected(task))
             }
@@ -858,6 +894,7 @@ impl WorkerPool {
     /// those the monitor moved to the queue (which count themselves).
     pub(crate) fn discount(&self, calls: usize) {
         if calls > 0 {
+            self.shared.run_rest.fetch_sub(calls, SeqCst);
             self.shared.completed.fetch_add(calls as u64, Relaxed);
             self.shared.submitted.fetch_sub(calls, SeqCst);
             run_calls::add(calls);
@@ -939,8 +976,9 @@ impl WorkerPool {
         };
         let pool = s.pool_size.load(SeqCst);
         // Rules 1 and 2 enqueue; rule 3 grows (falling back to the queue if a
-        // concurrent submitter took the last slot first: rule 4).
-        if pool < s.max && in_flight > pool && s.reserve_thread() {
+        // concurrent submitter took the last slot first: rule 4). A run's
+        // calls after its first need no thread of their own.
+        if pool < s.max && s.needing_threads(in_flight) > pool && s.reserve_thread() {
             match Shared::spawn_worker(s, Some(task)) {
                 Ok(()) => return Ok(()),
                 Err((returned, e)) => {

@@ -13,7 +13,8 @@
 //! the monitor
 //!
 //! - wakes one more parked worker when the oldest queued task has waited a
-//!   full tick (`TaskQueue::rescue`), and
+//!   full tick (`TaskQueue::rescue`), or starts one when none is parked
+//!   and the pool may grow, and
 //! - sends the deferred wake-ups of a worker whose current task started
 //!   before the previous tick (`Seat::watch`), and queues the calls a run
 //!   stuck so in one of its calls has not started (`Seat::strand`),
@@ -49,7 +50,7 @@ use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
 
 use super::sync::{Arc, AtomicBool, Condvar, Mutex};
-use super::{Shared, Task};
+use super::{Rescue, Shared, Task};
 
 /// How often the monitor looks while the pool has work.
 #[cfg_attr(brisk_loom, allow(dead_code))]
@@ -111,7 +112,11 @@ impl Shared {
     #[cfg_attr(all(brisk_loom, not(test)), allow(dead_code))]
     pub(crate) fn watch(this: &Arc<Self>) -> bool {
         let now = this.pulse.tick.fetch_add(1, Relaxed) + 1;
-        let mut busy = this.queue.rescue(now);
+        let rescue = this.queue.rescue(now);
+        if rescue == Rescue::Stalled {
+            Shared::grow_for_queue(this);
+        }
+        let mut busy = rescue != Rescue::Empty;
         let mut stranded = Vec::new();
         for seat in this.seats.lock().iter() {
             busy |= seat.watch(now) | seat.holds_rest();
@@ -126,12 +131,17 @@ impl Shared {
     /// for them as a submit would (a thread started for one runs it first;
     /// the queued ones keep their order).
     fn requeue(this: &Arc<Self>, stranded: Vec<Task>) {
+        if stranded.is_empty() {
+            return;
+        }
+        // Tasks of their own now: each needs a thread.
+        this.run_rest.fetch_sub(stranded.len(), SeqCst);
         for task in stranded.into_iter().rev() {
             let mut task = task;
             let pool = this.pool_size.load(SeqCst);
             if !this.shutdown.load(SeqCst)
                 && pool < this.max
-                && this.submitted.load(SeqCst) > pool
+                && this.needing_threads(this.submitted.load(SeqCst)) > pool
                 && this.reserve_thread()
             {
                 match Shared::spawn_worker(this, Some(task)) {
@@ -143,6 +153,20 @@ impl Shared {
                 }
             }
             this.queue.offer_past_bound(task);
+        }
+    }
+
+    /// Starts a thread for the queue's oldest task, which has waited a full
+    /// tick behind workers that are all inside a task (see the module docs):
+    /// a submit grows the pool before it queues, but a run counts as one
+    /// thread's work, and a count read in a race may say a thread was free.
+    /// One thread per tick at most, and not past `max_threads`.
+    fn grow_for_queue(this: &Arc<Self>) {
+        if this.shutdown.load(SeqCst) || !this.reserve_thread() {
+            return;
+        }
+        if let Err((_, e)) = Shared::spawn_worker(this, None) {
+            tracing::warn!(pool = %this.name, error = %e, "could not start worker thread");
         }
     }
 

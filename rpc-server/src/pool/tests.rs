@@ -930,3 +930,84 @@ fn at_shutdown_the_rest_of_a_run_stuck_in_one_call_still_runs() {
     let s = pool.stats();
     assert_eq!((s.submitted, s.completed), (0, 3), "{s:?}");
 }
+
+/// The only worker blocked in its task: a run queued behind it (which, as
+/// a run, grows nothing when submitted) gets a thread from the monitor
+/// within a couple of ticks, while the blocker still blocks.
+#[test]
+fn a_run_behind_the_only_worker_blocked_gets_a_new_thread_from_the_monitor() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 2, 100)).unwrap());
+    let gate = Gate::new();
+    pool.submit(gate.blocker()).unwrap();
+    gate.wait_started(1);
+    let (tx, rx) = mpsc::channel();
+    let on_worker = pool.clone();
+    let run: Task = Box::new(move || {
+        tx.send(()).ok();
+        on_worker.step();
+        on_worker.discount(1);
+    });
+    pool.submit_run(run, 2).unwrap();
+    assert!(
+        rx.recv_timeout(WAIT / 2).is_ok(),
+        "the run waited behind the blocked worker: {:?}",
+        pool.stats()
+    );
+    assert_eq!(pool.stats().largest_pool_size, 2, "{:?}", pool.stats());
+    gate.open();
+    assert!(
+        eventually(|| pool.stats().submitted == 0),
+        "{:?}",
+        pool.stats()
+    );
+    assert!(pool.shutdown(WAIT));
+}
+
+/// A run is one thread's work however many calls it counts: a task
+/// submitted while it runs grows the pool by one thread for itself, and the
+/// next, once that thread is free, grows nothing (counting the run's calls
+/// as tasks grew the pool by a thread per submit, to `max_threads`).
+#[test]
+fn a_run_counts_as_one_thread_when_the_pool_grows() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 4, 100)).unwrap());
+    let gate = Gate::new();
+    let blocker = gate.blocker();
+    let on_worker = pool.clone();
+    // Ten calls; the first blocks. It shows the monitor no rest, so its
+    // calls stay its own however long it blocks.
+    let run: Task = Box::new(move || {
+        blocker();
+        on_worker.discount(9);
+    });
+    pool.submit_run(run, 10).unwrap();
+    gate.wait_started(1);
+    let (tx, rx) = mpsc::channel();
+    for n in 0..3 {
+        let tx = tx.clone();
+        pool.execute(move || {
+            tx.send(n).ok();
+        })
+        .unwrap();
+        assert_eq!(rx.recv_timeout(WAIT), Ok(n), "{:?}", pool.stats());
+        // Done (its worker counts it after the send).
+        assert!(
+            eventually(|| pool.stats().submitted == 10),
+            "{:?}",
+            pool.stats()
+        );
+    }
+    assert_eq!(
+        pool.stats().largest_pool_size,
+        2,
+        "one thread for the run, one for the tasks: {:?}",
+        pool.stats()
+    );
+    gate.open();
+    assert!(
+        eventually(|| pool.stats().submitted == 0),
+        "{:?}",
+        pool.stats()
+    );
+    assert_eq!(pool.stats().completed, 13);
+    assert!(pool.shutdown(WAIT));
+}

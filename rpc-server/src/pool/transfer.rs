@@ -62,7 +62,7 @@
 //! monitor's rescue and the timed waits of retiring workers.
 
 use super::sync::{Arc, AtomicBool, AtomicUsize, Condvar, Mutex};
-use super::{Pulse, Taken, Task, TaskQueue};
+use super::{Pulse, Rescue, Taken, Task, TaskQueue};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -188,16 +188,19 @@ impl TaskQueue for TransferQueue {
         self.wake_if_idle(&mut st)
     }
 
-    fn rescue(&self, now: u64) -> bool {
+    fn rescue(&self, now: u64) -> Rescue {
         let mut st = self.state.lock();
         let Some(&(_, offered)) = st.tasks.front() else {
-            return false;
+            return Rescue::Empty;
         };
         // Offered before the previous tick: it has waited a full tick.
         if offered.saturating_add(2) <= now && !st.on_its_way() {
+            if st.parked.is_empty() {
+                return Rescue::Stalled;
+            }
             st.wake_one();
         }
-        true
+        Rescue::Queued
     }
 
     fn is_empty_locked(&self) -> bool {
