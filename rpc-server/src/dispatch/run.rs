@@ -24,8 +24,9 @@
 //!   starts the task shows the pool the calls it has not started ([`Rest`],
 //!   through [`WorkerPool::hold_rest`]), and it marks the start of each
 //!   ([`WorkerPool::step`]); the pool's monitor queues the rest of a run
-//!   stuck in one call for a full tick, call by call, as it would have
-//!   found them queued.
+//!   that began before its previous tick (1–2 ms: stuck in one call, or
+//!   long calls one behind another), call by call, as it would have found
+//!   them queued, so other workers take them.
 //! - **Exactly once.** A call is taken from the run under its lock, by the
 //!   task or by the monitor, never both. The task takes its first call
 //!   before it shows its rest, so it runs at least one, and its count comes

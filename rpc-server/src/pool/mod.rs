@@ -82,9 +82,10 @@
 //! (`WorkerPool::submit_run`, `dispatch::run`): counted as its calls
 //! against the bound, not growing the pool (one thread runs it), counted as
 //! one task by the growth rule above while it runs (its calls after the
-//! first need no thread of their own, `Shared::run_rest`), and
-//! watched call by call, so the monitor queues the calls it has not started
-//! when one of them blocks for a full tick (`seat.rs`, "A run of calls").
+//! first need no thread of their own, `Shared::run_rest`), and watched,
+//! so the monitor queues the calls it has not started once it has gone on
+//! past the previous tick — one call blocks, or its calls are long
+//! together (`seat.rs`, "A run of calls").
 //!
 //! # Work the pool accepted before
 //!
@@ -856,12 +857,14 @@ impl WorkerPool {
     /// Submits `task`, which runs `calls` calls one after another on one
     /// worker (a run of requests a worker read itself), as one task of
     /// the queue counted as `calls` against the bound: refused over it as
-    /// that many submits would be. It does not grow the pool (one thread
-    /// runs it) and wakes no worker (the caller wakes the pool, or is an
+    /// that many submits would be. The growth rule counts it as one task
+    /// (one thread runs it: `Shared::run_rest`), and it wakes no worker (the
+    /// caller wakes the pool, [`wake_idle`](Self::wake_idle), or is an
     /// awake worker). While it runs, the task tells the pool of each call
     /// it starts ([`step`](Self::step)) and what it has not started yet
     /// ([`hold_rest`](Self::hold_rest)), so the monitor moves the rest to
-    /// the queue if one call blocks (see `seat.rs`), and as each call after
+    /// the queue if the run goes on past the previous tick, one call
+    /// blocking or all of them long (see `seat.rs`), and as each call after
     /// the first starts it counts the one before done
     /// ([`discount`](Self::discount)).
     ///
@@ -870,23 +873,15 @@ impl WorkerPool {
     /// those count.
     pub(crate) fn submit_run(&self, task: Task, calls: usize) -> Result<(), Rejected> {
         let calls = calls.max(1);
-        let (_, task) = self.admit_many(task, calls).map_err(Rejected)?;
-        // Before the offer: a worker may discount the rest at once.
-        self.shared.run_rest.fetch_add(calls - 1, SeqCst);
-        match self.shared.queue.offer(task, false) {
-            Ok(watch) => {
-                if watch {
-                    self.shared.monitor.nudge();
-                }
-                Ok(())
-            }
-            // Full (the blocking queue).
-            Err(task) => {
-                self.shared.run_rest.fetch_sub(calls - 1, SeqCst);
-                self.shared.uncount(calls);
-                Err(Rejected(task))
-            }
-        }
+        let s = &self.shared;
+        let (in_flight, task) = self.admit_many(task, calls).map_err(Rejected)?;
+        // Before it can start: its worker may discount the rest at once.
+        s.run_rest.fetch_add(calls - 1, SeqCst);
+        self.place(task, in_flight, false, true).map_err(|task| {
+            s.run_rest.fetch_sub(calls - 1, SeqCst);
+            s.uncount(calls);
+            Rejected(task)
+        })
     }
 
     /// Counts `calls` more calls of the running task done: the calls of a
@@ -910,7 +905,10 @@ impl WorkerPool {
         #[cfg(not(brisk_loom))]
         {
             let holds = rest.is_some();
-            if seat::with_current_of(self.shared.id(), |seat| seat.hold(rest)).is_some() && holds {
+            let tick = self.shared.pulse.tick.load(Relaxed);
+            if seat::with_current_of(self.shared.id(), |seat| seat.hold(rest, tick)).is_some()
+                && holds
+            {
                 self.shared.monitor.nudge();
             }
         }
@@ -961,7 +959,7 @@ impl WorkerPool {
 
     fn submit_within(&self, task: Task, wake: bool, bounded: bool) -> Result<(), Rejected> {
         let s = &self.shared;
-        let (in_flight, mut task) = if bounded {
+        let (in_flight, task) = if bounded {
             self.admit_many(task, 1).map_err(|task| s.reject(task))?
         } else {
             // Cheap early-out; the re-check below is the one that matters.
@@ -974,6 +972,23 @@ impl WorkerPool {
             }
             (in_flight, task)
         };
+        self.place(task, in_flight, wake, bounded)
+            .map_err(|task| s.withdraw(task))
+    }
+
+    /// Places an admitted `task` (with `in_flight` calls unfinished, its own
+    /// counted): on a new thread if the growth rule says so, else in the
+    /// queue (past its bound unless `bounded`). Gives the task back, still
+    /// counted, when neither took it: the queue full and the pool at
+    /// `max_threads`, or no thread left to take it.
+    fn place(
+        &self,
+        mut task: Task,
+        in_flight: usize,
+        wake: bool,
+        bounded: bool,
+    ) -> Result<(), Task> {
+        let s = &self.shared;
         let pool = s.pool_size.load(SeqCst);
         // Rules 1 and 2 enqueue; rule 3 grows (falling back to the queue if a
         // concurrent submitter took the last slot first: rule 4). A run's
@@ -989,7 +1004,7 @@ impl WorkerPool {
                     };
                     if s.pool_size.load(SeqCst) == 0 {
                         // Nobody would ever take it from the queue.
-                        return Err(s.withdraw(returned));
+                        return Err(returned);
                     }
                     task = returned;
                 }
@@ -1020,7 +1035,7 @@ impl WorkerPool {
                 } else {
                     task
                 };
-                Err(s.withdraw(task))
+                Err(task)
             }
         }
     }

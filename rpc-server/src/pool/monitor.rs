@@ -17,8 +17,9 @@
 //!   and the pool may grow, and
 //! - sends the deferred wake-ups of a worker whose current task started
 //!   before the previous tick (`Seat::watch`), and queues the calls a run
-//!   stuck so in one of its calls has not started (`Seat::strand`),
-//!   growing the pool for them as a submit would.
+//!   that began so has not started (`Seat::strand`: it is stuck in one
+//!   call, or its calls are long together), growing the pool for them as
+//!   a submit would.
 //!
 //! A blocking handler thus holds up the calls queued behind it, and answers
 //! its worker finished earlier, for one to two ticks (1–2 ms), not for as

@@ -37,10 +37,14 @@
 //! calls behind it (the pool's guarantee), so while the run goes on its
 //! seat holds the run's rest ([`Seat::hold`], through
 //! `WorkerPool::hold_rest`) and the start of its current call
-//! ([`Seat::step`]); the monitor takes the rest of a worker stuck in
-//! one call for a full tick ([`Seat::strand`]) and queues it, call by call,
-//! as it sends such a worker's deferred wake-ups. Each call is started by
-//! the run or taken by the monitor, never both (`Rest::take_rest`).
+//! ([`Seat::step`]); the monitor takes the rest of a run that began before
+//! the previous tick ([`Seat::strand`]) and queues it, call by call, as it
+//! sends a stuck worker's deferred wake-ups. That covers a run stuck in one
+//! call and a run of calls each shorter than a tick but long together
+//! (tens of calls of half a millisecond): its rest would wait on one thread
+//! while others idle, as a batch of such calls submitted one by one never
+//! did. Each call is started by the run or taken by the monitor, never both
+//! (`Rest::take_rest`).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::Waker;
@@ -50,6 +54,11 @@ use super::{Rest, Task};
 
 /// `task_tick` of a worker between tasks.
 const IDLE: u64 = u64::MAX;
+
+/// Ticks a run keeps its calls to itself ([`Seat::strand`]): one that
+/// began before the previous tick has run 1–2 ms, long beside a pipelining
+/// caller's run of short calls (tens of calls of a microsecond or two).
+const RUN_TICKS: u64 = 2;
 
 /// Deferred wake-ups a worker holds before it sends them anyway: one per
 /// connection whose answers it delivered (a connection task is woken once per
@@ -70,8 +79,9 @@ pub(crate) struct Seat {
     /// The pool this worker belongs to (the address of its shared state).
     #[cfg_attr(brisk_loom, allow(dead_code))] // seats stay out of the models
     pool: usize,
-    /// The calls of the running task's run not started yet ([`hold_rest`]).
-    rest: Mutex<Option<std::sync::Arc<dyn Rest>>>,
+    /// The calls of the running task's run not started yet ([`hold_rest`]),
+    /// and the monitor tick at which the run showed them.
+    rest: Mutex<Option<(std::sync::Arc<dyn Rest>, u64)>>,
 }
 
 impl Seat {
@@ -93,28 +103,28 @@ impl Seat {
         self.task_tick.store(tick, Relaxed);
     }
 
-    /// The monitor's look at tick `now` (`None`: at shutdown, a task in
-    /// progress counts as stuck): the calls a worker stuck in one call of
-    /// a run (started before the previous tick) has not started, taken.
+    /// The monitor's look at tick `now` (`None`: at shutdown, a run in
+    /// progress counts as long): the calls a run that began before the
+    /// previous tick has not started, taken — it is stuck in one call, or
+    /// its calls are long enough that the rest is better spread over the
+    /// workers (see the module docs).
     #[cfg_attr(brisk_loom, allow(dead_code))]
     pub(crate) fn strand(&self, now: Option<u64>) -> Vec<Task> {
-        let rest = self.rest.lock().clone();
-        let Some(rest) = rest else {
+        let held = self.rest.lock().clone();
+        let Some((rest, since)) = held else {
             return Vec::new();
         };
-        let started = self.task_tick.load(Relaxed);
-        let stuck = started != IDLE && now.is_none_or(|now| started.saturating_add(2) <= now);
-        if !stuck {
+        if now.is_some_and(|now| since.saturating_add(RUN_TICKS) > now) {
             return Vec::new();
         }
         rest.take_rest()
     }
 
-    /// Holds what the running task's run has not started yet (`None` when
-    /// the run ends), for the monitor.
+    /// Holds what the running task's run has not started yet, shown at
+    /// monitor tick `tick` (`None` when the run ends), for the monitor.
     #[cfg_attr(brisk_loom, allow(dead_code))]
-    pub(crate) fn hold(&self, rest: Option<std::sync::Arc<dyn Rest>>) {
-        *self.rest.lock() = rest;
+    pub(crate) fn hold(&self, rest: Option<std::sync::Arc<dyn Rest>>, tick: u64) {
+        *self.rest.lock() = rest.map(|rest| (rest, tick));
     }
 
     /// Whether the running task holds a run's rest.

@@ -1011,3 +1011,65 @@ fn a_run_counts_as_one_thread_when_the_pool_grows() {
     assert_eq!(pool.stats().completed, 13);
     assert!(pool.shutdown(WAIT));
 }
+
+/// A run of twelve calls of 0.6 ms each, run as `dispatch::run` runs its
+/// calls: none is stuck for a tick, but together they are long, so once
+/// the run has gone on past the previous tick the monitor queues its rest
+/// and other workers take it — calls overlap (one after another on one
+/// thread, twelve took 7 ms while the other workers idled).
+#[test]
+fn a_long_run_of_short_calls_has_its_rest_spread_over_the_workers() {
+    let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 4, 100)).unwrap());
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (tx, rx) = mpsc::channel();
+    let call = {
+        let (now, most) = (now.clone(), most.clone());
+        move || {
+            let (now, most, tx) = (now.clone(), most.clone(), tx.clone());
+            Box::new(move || {
+                most.fetch_max(now.fetch_add(1, SeqCst) + 1, SeqCst);
+                thread::sleep(Duration::from_micros(600));
+                now.fetch_sub(1, SeqCst);
+                tx.send(()).ok();
+            }) as Task
+        }
+    };
+    let first = call();
+    let rest = Arc::new(TestRest(parking_lot::Mutex::new(
+        (1..12).map(|_| call()).collect(),
+    )));
+    let on_worker = pool.clone();
+    let run: Task = Box::new(move || {
+        on_worker.hold_rest(Some(rest.clone() as Arc<dyn Rest>));
+        first();
+        loop {
+            on_worker.step();
+            let next = {
+                let mut left = rest.0.lock();
+                (!left.is_empty()).then(|| left.remove(0))
+            };
+            let Some(next) = next else {
+                break;
+            };
+            on_worker.discount(1);
+            next();
+        }
+        on_worker.hold_rest(None);
+    });
+    pool.submit_run(run, 12).unwrap();
+    for _ in 0..12 {
+        rx.recv_timeout(WAIT).unwrap();
+    }
+    assert!(
+        most.load(SeqCst) >= 2,
+        "the run's calls ran one after another: {:?}",
+        pool.stats()
+    );
+    assert!(
+        eventually(|| pool.stats().submitted == 0),
+        "{:?}",
+        pool.stats()
+    );
+    assert_eq!(pool.stats().completed, 12);
+    assert!(pool.shutdown(WAIT));
+}
