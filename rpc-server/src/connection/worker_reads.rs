@@ -264,7 +264,8 @@ fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Vec<Start>) {
 /// What starts one request a worker read, once the answers' lock is let go.
 enum Start {
     /// A call to submit to the pool (the worker that read it is awake and
-    /// takes it, or its run).
+    /// takes it, or its run, unless every other thread is busy: then the
+    /// run gets a thread of its own, as any submit would).
     Run(PoolJob, IfRefused),
     /// A request that does not run: its error is its answer.
     Refuse(AnswerSlot, RpcError),

@@ -98,8 +98,8 @@ fn run_calls(calls: &Arc<Calls>) {
     let _shown = Shown::rest(&pool, calls);
     run_one(first);
     loop {
-        // The start of the next call, before it is taken: the monitor must
-        // not take the pause between two calls for a stuck one.
+        // The start of the next call, before it is taken: the worker's
+        // deferred wake-ups wait for a call that goes on, not for the run.
         pool.step();
         let Some(job) = calls.next() else {
             break;

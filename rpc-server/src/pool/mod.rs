@@ -62,8 +62,8 @@
 //! wake-ups of a worker stuck in a task. A blocking handler holds up what is
 //! queued behind it for 1–2 ms, not for as long as it blocks. A submit still
 //! starts a thread itself when more tasks are unfinished than threads are
-//! live; the monitor's growth covers what a submit cannot see (a run
-//! submitted without growing, a count read while another changed it).
+//! live; the monitor's growth covers what a submit cannot see (counts read
+//! while a run changed them).
 //!
 //! A lone caller (one call at a time, 1:1) gets no batch to share a wake-up
 //! with: each of its calls would find the worker parked. So a worker whose
@@ -80,9 +80,9 @@
 //! A worker that reads a run of a pipelining caller's requests itself
 //! submits them as one task that runs them one after another
 //! (`WorkerPool::submit_run`, `dispatch::run`): counted as its calls
-//! against the bound, not growing the pool (one thread runs it), counted as
-//! one task by the growth rule above while it runs (its calls after the
-//! first need no thread of their own, `Shared::run_rest`), and watched,
+//! against the bound, and as one task by the growth rule above (one thread
+//! runs it: its calls after the first need no thread of their own,
+//! `Shared::run_rest`), and watched,
 //! so the monitor queues the calls it has not started once it has gone on
 //! past the previous tick — one call blocks, or its calls are long
 //! together (`seat.rs`, "A run of calls").
@@ -250,6 +250,12 @@ pub(crate) trait TaskQueue: Send + Sync {
     fn spins(&self) -> bool {
         false
     }
+    /// Workers parked in [`poll`](Self::poll) (tests wait for a pool's
+    /// threads to settle with it).
+    #[cfg(test)]
+    fn parked(&self) -> usize {
+        0
+    }
     fn len(&self) -> usize;
     fn close(&self);
 }
@@ -261,8 +267,8 @@ pub(crate) enum Rescue {
     Empty,
     /// Tasks queued, and a worker on its way to them (maybe woken now).
     Queued,
-    /// The oldest task has waited a full tick with every worker inside a
-    /// task and none parked to wake: only a new thread takes it.
+    /// The oldest task has waited a full tick with no worker parked to wake
+    /// and none on its way: a new thread takes it.
     Stalled,
 }
 
@@ -375,6 +381,9 @@ struct Shared {
     /// Lowered before `submitted` is, so a reader in between sees more
     /// work, not less.
     run_rest: Padded<AtomicUsize>,
+    /// The monitor's tick when it last started a thread for a stalled queue
+    /// (`monitor.rs`).
+    grown_at: AtomicU64,
     /// Threads inside a task, and the monitor's tick (shared with the queue).
     pulse: Arc<Pulse>,
     completed: Padded<AtomicU64>,
@@ -443,11 +452,13 @@ impl Shared {
         self.pool_size.load(SeqCst) > 0 || self.submitted.load(SeqCst) > 0
     }
 
-    /// Of `in_flight` unfinished calls (a `submitted` just read), those that
-    /// need a thread each: all but the calls runs will start after the one
-    /// they run (`run_rest`).
-    fn needing_threads(&self, in_flight: usize) -> usize {
-        in_flight.saturating_sub(self.run_rest.load(SeqCst))
+    /// The unfinished calls that need a thread each: all but those runs
+    /// will start after the one they run (`run_rest`, read first: a run
+    /// counts its calls in `submitted` before its rest, so every rest read
+    /// has its calls in the `submitted` read after it).
+    fn needing_threads(&self) -> usize {
+        let rest = self.run_rest.load(SeqCst);
+        self.submitted.load(SeqCst).saturating_sub(rest)
     }
 
     /// Reserves a thread slot if the pool is below `max_threads`.
@@ -773,6 +784,7 @@ impl WorkerPool {
             runtime,
             submitted: Padded::default(),
             run_rest: Padded::default(),
+            grown_at: AtomicU64::new(0),
             pulse,
             completed: Padded::default(),
             pool_size: Padded::default(),
@@ -874,22 +886,28 @@ impl WorkerPool {
     pub(crate) fn submit_run(&self, task: Task, calls: usize) -> Result<(), Rejected> {
         let calls = calls.max(1);
         let s = &self.shared;
+        // Read before this run counts (see `Shared::needing_threads`).
+        let rest = s.run_rest.load(SeqCst);
         let (in_flight, task) = self.admit_many(task, calls).map_err(Rejected)?;
         // Before it can start: its worker may discount the rest at once.
         s.run_rest.fetch_add(calls - 1, SeqCst);
-        self.place(task, in_flight, false, true).map_err(|task| {
+        let needing = in_flight.saturating_sub(rest + calls - 1);
+        self.place(task, needing, false, true).map_err(|task| {
             s.run_rest.fetch_sub(calls - 1, SeqCst);
             s.uncount(calls);
             Rejected(task)
         })
     }
 
-    /// Counts `calls` more calls of the running task done: the calls of a
-    /// run ([`submit_run`](Self::submit_run)) beyond the task itself and
-    /// those the monitor moved to the queue (which count themselves).
+    /// Counts `calls` more calls of the running run
+    /// ([`submit_run`](Self::submit_run)) done: calls it ran beyond its
+    /// first, which the task's own end counts. Never the calls the monitor
+    /// took from its rest: those are tasks of their own and count
+    /// themselves.
     pub(crate) fn discount(&self, calls: usize) {
         if calls > 0 {
-            self.shared.run_rest.fetch_sub(calls, SeqCst);
+            let rest = self.shared.run_rest.fetch_sub(calls, SeqCst);
+            debug_assert!(rest >= calls, "a run discounted more calls than it held");
             self.shared.completed.fetch_add(calls as u64, Relaxed);
             self.shared.submitted.fetch_sub(calls, SeqCst);
             run_calls::add(calls);
@@ -917,9 +935,9 @@ impl WorkerPool {
     }
 
     /// Marks the start of the next call of a run on the calling worker:
-    /// the monitor measures a run's calls one by one, so a run of many
-    /// short calls is not taken for a stuck task, and the call starts
-    /// where the one before it ended (`streak.rs`).
+    /// the deferred wake-ups of its worker wait for a call that goes on past
+    /// the previous tick, not for a run that does (`Seat::watch`), and the
+    /// call starts where the one before it ended (`streak.rs`).
     pub(crate) fn step(&self) {
         // A call of the task before ended: where the next one starts.
         streak::next_task();
@@ -959,6 +977,8 @@ impl WorkerPool {
 
     fn submit_within(&self, task: Task, wake: bool, bounded: bool) -> Result<(), Rejected> {
         let s = &self.shared;
+        // Read before this task counts (see `Shared::needing_threads`).
+        let rest = s.run_rest.load(SeqCst);
         let (in_flight, task) = if bounded {
             self.admit_many(task, 1).map_err(|task| s.reject(task))?
         } else {
@@ -972,28 +992,23 @@ impl WorkerPool {
             }
             (in_flight, task)
         };
-        self.place(task, in_flight, wake, bounded)
+        self.place(task, in_flight.saturating_sub(rest), wake, bounded)
             .map_err(|task| s.withdraw(task))
     }
 
-    /// Places an admitted `task` (with `in_flight` calls unfinished, its own
-    /// counted): on a new thread if the growth rule says so, else in the
-    /// queue (past its bound unless `bounded`). Gives the task back, still
-    /// counted, when neither took it: the queue full and the pool at
-    /// `max_threads`, or no thread left to take it.
-    fn place(
-        &self,
-        mut task: Task,
-        in_flight: usize,
-        wake: bool,
-        bounded: bool,
-    ) -> Result<(), Task> {
+    /// Places an admitted `task`, `needing` unfinished tasks wanting a
+    /// thread each, its own counted (see `Shared::needing_threads`): on a
+    /// new thread if the growth rule says so, else in the queue (past its
+    /// bound unless `bounded`). Gives the task back, still counted, when
+    /// neither took it: the queue full and the pool at `max_threads`, or no
+    /// thread left to take it.
+    fn place(&self, mut task: Task, needing: usize, wake: bool, bounded: bool) -> Result<(), Task> {
         let s = &self.shared;
         let pool = s.pool_size.load(SeqCst);
         // Rules 1 and 2 enqueue; rule 3 grows (falling back to the queue if a
         // concurrent submitter took the last slot first: rule 4). A run's
         // calls after its first need no thread of their own.
-        if pool < s.max && s.needing_threads(in_flight) > pool && s.reserve_thread() {
+        if pool < s.max && needing > pool && s.reserve_thread() {
             match Shared::spawn_worker(s, Some(task)) {
                 Ok(()) => return Ok(()),
                 Err((returned, e)) => {

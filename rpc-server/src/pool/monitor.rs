@@ -114,7 +114,10 @@ impl Shared {
     pub(crate) fn watch(this: &Arc<Self>) -> bool {
         let now = this.pulse.tick.fetch_add(1, Relaxed) + 1;
         let rescue = this.queue.rescue(now);
-        if rescue == Rescue::Stalled {
+        // A thread started for a stalled queue is neither parked nor on its
+        // way until it polls: the next start waits a tick longer.
+        if rescue == Rescue::Stalled && this.grown_at.load(Relaxed).saturating_add(2) <= now {
+            this.grown_at.store(now, Relaxed);
             Shared::grow_for_queue(this);
         }
         let mut busy = rescue != Rescue::Empty;
@@ -142,7 +145,7 @@ impl Shared {
             let pool = this.pool_size.load(SeqCst);
             if !this.shutdown.load(SeqCst)
                 && pool < this.max
-                && this.needing_threads(this.submitted.load(SeqCst)) > pool
+                && this.needing_threads() > pool
                 && this.reserve_thread()
             {
                 match Shared::spawn_worker(this, Some(task)) {
@@ -158,10 +161,10 @@ impl Shared {
     }
 
     /// Starts a thread for the queue's oldest task, which has waited a full
-    /// tick behind workers that are all inside a task (see the module docs):
-    /// a submit grows the pool before it queues, but a run counts as one
-    /// thread's work, and a count read in a race may say a thread was free.
-    /// One thread per tick at most, and not past `max_threads`.
+    /// tick with no worker parked or on its way (see the module docs): a
+    /// submit grows the pool before it queues, but counts read while a run
+    /// changed them may say a thread was free. One thread every other tick
+    /// at most, and not past `max_threads`.
     fn grow_for_queue(this: &Arc<Self>) {
         if this.shutdown.load(SeqCst) || !this.reserve_thread() {
             return;

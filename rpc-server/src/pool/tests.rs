@@ -690,6 +690,9 @@ fn a_task_behind_a_blocked_worker_is_rescued_by_the_monitor() {
 #[test]
 fn a_quiet_batch_is_run_after_one_wake() {
     let pool = WorkerPool::new(config(QueueKind::Transfer, 8, 8, 100)).unwrap();
+    // Every worker parked first: one still on its way to its first poll
+    // would take from the batch without a wake-up.
+    assert!(eventually(|| pool.shared.queue.parked() == 8));
     let threads = Arc::new(parking_lot::Mutex::new(std::collections::HashSet::new()));
     let (tx, rx) = mpsc::channel();
     for _ in 0..20 {
@@ -817,6 +820,7 @@ fn a_run_counts_as_its_calls_and_ends_with_none_unfinished() {
         on_worker.discount(4);
     });
     pool.submit_run(run, 5).unwrap();
+    pool.wake_idle();
     let ran: Vec<i32> = (0..5).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
     assert_eq!(ran, vec![0, 1, 2, 3, 4], "one after another, in order");
     assert!(
@@ -844,6 +848,7 @@ fn a_run_over_the_bound_comes_back_counted_nowhere() {
         on_worker.discount(3);
     });
     pool.submit_run(run, 4).unwrap();
+    pool.wake_idle();
     rx.recv_timeout(WAIT).unwrap();
     assert!(
         eventually(|| pool.stats().submitted == 0),
@@ -895,6 +900,7 @@ fn the_monitor_queues_the_rest_of_a_run_stuck_in_one_call() {
     let gate = Gate::new();
     let (run, rest, rx) = stuck_run(&pool, &gate, 3);
     pool.submit_run(run, 4).unwrap();
+    pool.wake_idle();
     gate.wait_started(1);
     // The rest runs on another worker (grown for it: the only one is
     // stuck) while the first call still blocks.
@@ -918,6 +924,7 @@ fn at_shutdown_the_rest_of_a_run_stuck_in_one_call_still_runs() {
     let gate = Gate::new();
     let (run, _, rx) = stuck_run(&pool, &gate, 2);
     pool.submit_run(run, 3).unwrap();
+    pool.wake_idle();
     gate.wait_started(1);
     let stopping = pool.clone();
     let stopped = thread::spawn(move || stopping.shutdown(WAIT));
@@ -931,11 +938,10 @@ fn at_shutdown_the_rest_of_a_run_stuck_in_one_call_still_runs() {
     assert_eq!((s.submitted, s.completed), (0, 3), "{s:?}");
 }
 
-/// The only worker blocked in its task: a run queued behind it (which, as
-/// a run, grows nothing when submitted) gets a thread from the monitor
-/// within a couple of ticks, while the blocker still blocks.
+/// The only worker blocked in its task: a run submitted then gets a thread
+/// of its own, as a task would, while the blocker still blocks.
 #[test]
-fn a_run_behind_the_only_worker_blocked_gets_a_new_thread_from_the_monitor() {
+fn a_run_submitted_while_the_only_worker_is_blocked_gets_a_new_thread() {
     let pool = Arc::new(WorkerPool::new(config(QueueKind::Transfer, 1, 2, 100)).unwrap());
     let gate = Gate::new();
     pool.submit(gate.blocker()).unwrap();
@@ -948,9 +954,17 @@ fn a_run_behind_the_only_worker_blocked_gets_a_new_thread_from_the_monitor() {
         on_worker.discount(1);
     });
     pool.submit_run(run, 2).unwrap();
+    pool.wake_idle();
+    runs_on_a_second_thread(&pool, gate, &rx);
+}
+
+/// `rx` hears from work queued behind the pool's only worker, blocked on
+/// `gate`: it runs while the blocker still blocks, on a second thread; then
+/// the gate opens, and the pool drains and stops.
+fn runs_on_a_second_thread(pool: &WorkerPool, gate: Gate, rx: &mpsc::Receiver<()>) {
     assert!(
         rx.recv_timeout(WAIT / 2).is_ok(),
-        "the run waited behind the blocked worker: {:?}",
+        "it waited behind the blocked worker: {:?}",
         pool.stats()
     );
     assert_eq!(pool.stats().largest_pool_size, 2, "{:?}", pool.stats());
@@ -980,6 +994,7 @@ fn a_run_counts_as_one_thread_when_the_pool_grows() {
         on_worker.discount(9);
     });
     pool.submit_run(run, 10).unwrap();
+    pool.wake_idle();
     gate.wait_started(1);
     let (tx, rx) = mpsc::channel();
     for n in 0..3 {
@@ -1057,6 +1072,7 @@ fn a_long_run_of_short_calls_has_its_rest_spread_over_the_workers() {
         on_worker.hold_rest(None);
     });
     pool.submit_run(run, 12).unwrap();
+    pool.wake_idle();
     for _ in 0..12 {
         rx.recv_timeout(WAIT).unwrap();
     }
@@ -1072,4 +1088,26 @@ fn a_long_run_of_short_calls_has_its_rest_spread_over_the_workers() {
     );
     assert_eq!(pool.stats().completed, 12);
     assert!(pool.shutdown(WAIT));
+}
+
+/// A task counted and queued while the only worker is blocked and none is
+/// parked, without a thread started for it (what a submit that read the
+/// counts while a run changed them does): the monitor starts one for it
+/// within a few ticks, while the blocker still blocks.
+#[test]
+fn a_task_queued_with_no_worker_free_gets_a_thread_from_the_monitor() {
+    let pool = WorkerPool::new(config(QueueKind::Transfer, 1, 2, 100)).unwrap();
+    let gate = Gate::new();
+    pool.submit(gate.blocker()).unwrap();
+    gate.wait_started(1);
+    let (tx, rx) = mpsc::channel();
+    // Counted and queued as `WorkerPool::place` does when it does not grow.
+    pool.shared.submitted.fetch_add(1, SeqCst);
+    let task: Task = Box::new(move || {
+        tx.send(()).ok();
+    });
+    let watch = pool.shared.queue.offer(task, true).ok().expect("queued");
+    assert!(watch, "nobody is free to take it");
+    pool.shared.monitor.nudge();
+    runs_on_a_second_thread(&pool, gate, &rx);
 }

@@ -303,6 +303,11 @@ impl TaskQueue for TransferQueue {
         Ok(())
     }
 
+    #[cfg(test)]
+    fn parked(&self) -> usize {
+        self.state.lock().parked.len()
+    }
+
     fn spins(&self) -> bool {
         true
     }
