@@ -82,10 +82,9 @@
 //! (`WorkerPool::submit_run`, `dispatch::run`): counted as its calls
 //! against the bound, and as one task by the growth rule above (one thread
 //! runs it: its calls after the first need no thread of their own,
-//! `Shared::run_rest`), and watched,
-//! so the monitor queues the calls it has not started once it has gone on
-//! past the previous tick — one call blocks, or its calls are long
-//! together (`seat.rs`, "A run of calls").
+//! `Shared::run_rest`), and watched, so the monitor queues the calls it has
+//! not started once it has gone on past the previous tick — one call
+//! blocks, or its calls are long together (`seat.rs`, "A run of calls").
 //!
 //! # Work the pool accepted before
 //!
@@ -122,9 +121,10 @@
 //!   somewhere), so an accepted task that is still on its way into the queue
 //!   is never abandoned. A run counts its calls not started yet in
 //!   `submitted` too; at shutdown the monitor queues them every tick, so
-//!   that state does not last either. `shutdown` waits for `submitted == 0` as well as for
-//!   `pool_size == 0`: with no thread left (`core_threads == 0`), an accepted
-//!   submitter may not have started the thread for its task yet when
+//!   that state does not last either. `shutdown` waits for
+//!   `submitted == 0` as well as for `pool_size == 0`: with no thread left
+//!   (`core_threads == 0`), an accepted submitter may not have started the
+//!   thread for its task yet when
 //!   `shutdown` looks (the loom models in `loom_tests.rs` check this
 //!   interleaving).
 //! * *Lost wake-ups.* Each queue's `poll` re-checks for tasks and for `close`
