@@ -10,9 +10,10 @@
 //! CPU at 1:100:1024). Instead the table remembers each call's deadline, rounded
 //! *up* to the millisecond, and one sweeper task per connection sleeps until the
 //! earliest deadline that may still be pending, fails what has expired, and goes
-//! back to sleep until the next one. Starting a call costs one `fetch_min` on an
-//! atomic; only a call whose deadline is *earlier* than every pending one (a
-//! shorter timeout than its neighbours) wakes the sweeper to re-arm.
+//! back to sleep until the next one. Starting a call costs one read of an
+//! atomic, under the table's lock; only a call whose deadline is *earlier* than
+//! every pending one (a shorter timeout than its neighbours) lowers it and
+//! wakes the sweeper to re-arm.
 //!
 //! With every call on the same timeout, the sweeper wakes about once per timeout
 //! period, scans the table (calls in flight, a few hundred at most in practice)
@@ -249,7 +250,7 @@ impl PendingCalls {
     /// the client ([`CallsInFlight`]).
     pub(crate) fn insert_counted(&self, deadline: Instant, waker: Option<Waker>) -> (u64, usize) {
         let due_ms = self.due_ms(deadline);
-        let (id, in_flight) = {
+        let (id, in_flight, lowered) = {
             let mut table = self.table.lock();
             table.seq = table.seq.wrapping_add(1);
             let seq = u64::from(table.seq) << 32;
@@ -273,11 +274,17 @@ impl PendingCalls {
                 state: State::Waiting(waker),
             };
             let in_flight = table.waiting.add();
-            (id, in_flight)
+            // Under the lock, as the sweep's store: a sweep either saw this
+            // entry or stored its minimum before this looks. Lowered only when
+            // earlier — a plain read otherwise, not a write per call to a line
+            // the reader's thread reads.
+            let lowered = due_ms < self.next_due_ms.load(Ordering::Relaxed);
+            if lowered {
+                self.next_due_ms.store(due_ms, Ordering::Release);
+            }
+            (id, in_flight, lowered)
         };
-        // After the insert: a sweep that recomputes the minimum either saw this
-        // entry or stored its minimum before this lowers it.
-        if self.next_due_ms.fetch_min(due_ms, Ordering::AcqRel) > due_ms {
+        if lowered {
             self.earlier.notify_one();
         }
         (id, in_flight)
@@ -430,7 +437,7 @@ impl PendingCalls {
                 wakers.extend(slot.complete(timeout));
             }
             table.waiting.sub_n(done);
-            // Under the lock, so that a concurrent insert's `fetch_min` comes after.
+            // Under the lock, as every insert's look at it.
             self.next_due_ms.store(next, Ordering::Release);
             wakers
         };

@@ -238,13 +238,16 @@ impl BatchedRecorder {
         }
     }
 
-    /// Records the latency of a successful call (into the batch).
-    pub fn record_ok(&mut self, latency: Duration) {
+    /// Records the latency of a successful call (into the batch); true when the batch was
+    /// full and went into the shared recorder now.
+    pub fn record_ok(&mut self, latency: Duration) -> bool {
         self.batch
             .push(u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX));
-        if self.batch.len() == BATCH {
+        let full = self.batch.len() == BATCH;
+        if full {
             self.flush();
         }
+        full
     }
 
     /// Records a failed call (only counted, as [`LatencyRecorder::record_err`]).
