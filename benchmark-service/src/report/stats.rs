@@ -394,6 +394,20 @@ impl RoundStats {
 mod tests {
     use super::*;
 
+    /// A batch says when it went into the round's recorder (a sync caller restarts its clock
+    /// then): on the latency that filled it, and only then.
+    #[test]
+    fn a_batch_says_when_it_was_folded_into_the_round() {
+        let shared = SharedRecorder::default();
+        let mut rec = BatchedRecorder::new(&shared);
+        let flushes: Vec<usize> = (1..=300)
+            .filter(|_| rec.record_ok(Duration::from_micros(100)))
+            .collect();
+        assert_eq!(flushes.len(), 2, "one flush per 128 latencies");
+        rec.finish();
+        assert_eq!(shared.lock().succeeded(), 300);
+    }
+
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
     }
