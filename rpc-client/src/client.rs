@@ -125,55 +125,71 @@ impl Client {
             hash_key: options.hash_key.as_deref(),
             idempotent: options.idempotent,
         };
-        let call = async {
-            if self.inner.interceptors.is_empty() {
-                // Straight to the transport: no `RpcRequest`, nothing boxed.
-                let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
-                if !options.metadata.is_empty() {
-                    frame.metadata = options.metadata.clone();
+        // The plain call awaits `send` in place: bound to a local first (to
+        // share it with the select below), its future — most of this one's
+        // size — was copied once more per call (`perf`: 1.5 % of the
+        // client's CPU at 10:100:1024).
+        let response =
+            match &options.cancel {
+                None => {
+                    self.send(service, method, serializer, body, options, settings)
+                        .await?
                 }
-                self.invoke(frame, &settings).await
-            } else {
-                let req = RpcRequest {
-                    service: service.into(),
-                    method: method.into(),
-                    body,
-                    cx: Context::new(0, serializer)
-                        .with_metadata(options.metadata.clone())
-                        .with_timeout(settings.timeout),
-                };
-                let endpoint = TransportEndpoint {
-                    client: self,
-                    settings,
-                };
-                // Boxed: the chain's state stays out of the plain call's future.
-                Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await
-            }
-        };
-        let response = match &options.cancel {
-            None => call.await?,
-            Some(parent) if parent.is_cancelled() => {
-                return Err(RpcError::Cancelled(format!(
-                    "{service}.{method}: the call it was to be made for was cancelled"
-                )))
-            }
-            // Dropping `call` drops its pending request, which sends the
-            // server a `Cancel`. Boxed: the select stays out of the plain
-            // call's future.
-            Some(parent) => {
-                Box::pin(async {
+                Some(parent) if parent.is_cancelled() => {
+                    return Err(RpcError::Cancelled(format!(
+                        "{service}.{method}: the call it was to be made for was cancelled"
+                    )))
+                }
+                // Dropping the send drops its pending request, which sends the
+                // server a `Cancel`. Boxed: the select stays out of the plain
+                // call's future.
+                Some(parent) => Box::pin(async {
                     tokio::select! {
                         biased;
-                        r = call => r,
+                        r = self.send(service, method, serializer, body, options, settings) => r,
                         _ = parent.cancelled() => Err(RpcError::Cancelled(format!(
                             "{service}.{method}: the call it was made for was cancelled"
                         ))),
                     }
                 })
-                .await?
-            }
-        };
+                .await?,
+            };
         serializer.decode_bytes(&response.body)
+    }
+
+    /// Sends a call's serialized arguments: straight to the transport when
+    /// there are no client interceptors (no `RpcRequest`, nothing boxed),
+    /// through them otherwise.
+    async fn send(
+        &self,
+        service: &'static str,
+        method: &'static str,
+        serializer: SerializerKind,
+        body: bytes::Bytes,
+        options: &CallOptions,
+        settings: CallSettings<'_>,
+    ) -> Result<RpcResponse, RpcError> {
+        if self.inner.interceptors.is_empty() {
+            let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
+            if !options.metadata.is_empty() {
+                frame.metadata = options.metadata.clone();
+            }
+            return self.invoke(frame, &settings).await;
+        }
+        let req = RpcRequest {
+            service: service.into(),
+            method: method.into(),
+            body,
+            cx: Context::new(0, serializer)
+                .with_metadata(options.metadata.clone())
+                .with_timeout(settings.timeout),
+        };
+        let endpoint = TransportEndpoint {
+            client: self,
+            settings,
+        };
+        // Boxed: the chain's state stays out of the plain call's future.
+        Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await
     }
 
     /// Sends an already serialized request through the interceptors and the
