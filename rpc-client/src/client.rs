@@ -132,7 +132,7 @@ impl Client {
         let response =
             match &options.cancel {
                 None => {
-                    self.send(service, method, serializer, body, options, settings)
+                    self.send(service, method, serializer, body, options, &settings)
                         .await?
                 }
                 Some(parent) if parent.is_cancelled() => {
@@ -146,7 +146,7 @@ impl Client {
                 Some(parent) => Box::pin(async {
                     tokio::select! {
                         biased;
-                        r = self.send(service, method, serializer, body, options, settings) => r,
+                        r = self.send(service, method, serializer, body, options, &settings) => r,
                         _ = parent.cancelled() => Err(RpcError::Cancelled(format!(
                             "{service}.{method}: the call it was made for was cancelled"
                         ))),
@@ -167,14 +167,14 @@ impl Client {
         serializer: SerializerKind,
         body: bytes::Bytes,
         options: &CallOptions,
-        settings: CallSettings<'_>,
+        settings: &CallSettings<'_>,
     ) -> Result<RpcResponse, RpcError> {
         if self.inner.interceptors.is_empty() {
             let mut frame = OutFrame::request(0, serializer.id(), service, method, body);
             if !options.metadata.is_empty() {
                 frame.metadata = options.metadata.clone();
             }
-            return self.invoke(frame, &settings).await;
+            return self.invoke(frame, settings).await;
         }
         let req = RpcRequest {
             service: service.into(),
@@ -186,7 +186,7 @@ impl Client {
         };
         let endpoint = TransportEndpoint {
             client: self,
-            settings,
+            settings: *settings,
         };
         // Boxed: the chain's state stays out of the plain call's future.
         Box::pin(Next::new(&self.inner.interceptors, &endpoint).run(req)).await
@@ -450,6 +450,7 @@ impl Client {
 /// How one call goes to the transport, beside its frame (which carries the
 /// names, serializer, metadata and body): resolved once from the
 /// [`CallOptions`] and the config, carried unchanged through every attempt.
+#[derive(Clone, Copy)]
 struct CallSettings<'a> {
     /// The whole call's budget, every attempt included.
     timeout: Duration,
