@@ -23,6 +23,19 @@
 //!
 //! # Why not tokio-util's `CancellationToken`
 //!
+//! # The allocation kept for the next call
+//!
+//! Every call gets a signal, and most calls end with nobody holding it but
+//! the server. So the last handle dropped keeps the allocation in a one-slot
+//! cache of its thread, reset to running, and the next [`CancelSignal::new`]
+//! on that thread takes it (`SPARE`): a connection task that answers its
+//! calls at once allocates no signal after the first, and a worker thread
+//! that drops a pooled call's last handle keeps it rather than freeing
+//! memory another thread allocated (the arena lock such frees contend on).
+//! Only a handle that is the last one may do this — [`Arc::get_mut`], after
+//! which nothing else can reach the signal, so nothing can see its reset —
+//! and the cache holds one signal per thread at most.
+//!
 //! Every call gets one, on the hottest path there is. A `CancellationToken`
 //! is a node of a tree of tokens, and each clone and drop of a handle takes
 //! the node's mutex: measured with callgrind on the server's per-call path
@@ -30,6 +43,7 @@
 //! tree — a nested call watches its parent's signal directly (see
 //! `CallOptions::cancel` in rpc-client) — but they do need the claim above.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -60,8 +74,42 @@ const FINISHED: u8 = 3;
 /// assert!(!signal.give_up(), "but it ended already");
 /// # }
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CancelSignal(Arc<Inner>);
+
+thread_local! {
+    /// One ended signal's allocation, reset to running, for this thread's
+    /// next [`CancelSignal::new`] (see the module docs).
+    static SPARE: Cell<Option<Arc<Inner>>> = const { Cell::new(None) };
+}
+
+impl Default for CancelSignal {
+    fn default() -> Self {
+        let spare = SPARE.try_with(Cell::take).ok().flatten();
+        CancelSignal(spare.unwrap_or_default())
+    }
+}
+
+impl Drop for CancelSignal {
+    /// The last handle keeps the allocation for this thread's next call.
+    fn drop(&mut self) {
+        // Another handle lives (the usual first drop of two): one load.
+        if Arc::strong_count(&self.0) != 1 {
+            return;
+        }
+        let Some(inner) = Arc::get_mut(&mut self.0) else {
+            return;
+        };
+        // Nothing else reaches it: no waiter is registered, none can be.
+        *inner.state.get_mut() = RUNNING;
+        let mine = &self.0;
+        // During the thread's exit the cache may be gone: then it is freed.
+        let _ = SPARE.try_with(|slot| {
+            let kept = slot.take();
+            slot.set(Some(kept.unwrap_or_else(|| mine.clone())));
+        });
+    }
+}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -231,6 +279,72 @@ mod tests {
         assert!(signal.finish());
         assert!(!signal.finish(), "once");
         assert!(!signal.give_up());
+    }
+
+    #[test]
+    fn an_ended_signal_s_allocation_serves_the_thread_s_next_call_as_new() {
+        for end in [CancelSignal::give_up, CancelSignal::finish] {
+            let signal = CancelSignal::new();
+            signal.cancel();
+            assert!(end(&signal));
+            let kept = Arc::as_ptr(&signal.0);
+            drop(signal);
+            let next = CancelSignal::new();
+            assert_eq!(Arc::as_ptr(&next.0), kept, "the last handle kept it");
+            assert!(
+                next.is_running() && !next.is_cancelled(),
+                "reset to running"
+            );
+            assert!(next.give_up(), "and it ends once again");
+            assert!(!next.finish());
+        }
+    }
+
+    #[test]
+    fn a_signal_another_handle_holds_is_never_reused() {
+        let signal = CancelSignal::new();
+        let other = signal.clone();
+        let shared = Arc::as_ptr(&signal.0);
+        assert!(signal.give_up());
+        drop(signal);
+        let next = CancelSignal::new();
+        assert_ne!(Arc::as_ptr(&next.0), shared, "still held by `other`");
+        assert!(!other.is_running(), "`other` still sees its call ended");
+        assert!(next.is_running());
+        // The thread keeps one signal: the other handle's last drop, with
+        // `next` alive, leaves the cache as it was.
+        drop(other);
+        let after = CancelSignal::new();
+        assert_eq!(Arc::as_ptr(&after.0), shared, "kept by the last drop");
+        assert!(after.is_running());
+        drop(next);
+        drop(after);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reused_signal_waits_and_wakes_as_a_new_one() {
+        let first = CancelSignal::new();
+        let watcher = first.clone();
+        let waited = tokio::spawn(async move { watcher.cancelled().await });
+        assert!(first.give_up());
+        tokio::time::timeout(Duration::from_secs(5), waited)
+            .await
+            .expect("woken")
+            .unwrap();
+        drop(first);
+        for _ in 0..100 {
+            let signal = CancelSignal::new();
+            assert!(signal.is_running());
+            let watcher = signal.clone();
+            let waiting = tokio::spawn(async move { watcher.given_up().await });
+            tokio::task::yield_now().await;
+            assert!(!waiting.is_finished(), "a new call is not given up");
+            assert!(signal.give_up());
+            tokio::time::timeout(Duration::from_secs(5), waiting)
+                .await
+                .expect("woken when given up")
+                .unwrap();
+        }
     }
 
     #[tokio::test]
