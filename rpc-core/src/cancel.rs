@@ -29,9 +29,10 @@
 //! the server. So the last handle dropped keeps the allocation in a one-slot
 //! cache of its thread, reset to running, and the next [`CancelSignal::new`]
 //! on that thread takes it (`SPARE`): a connection task that answers its
-//! calls at once allocates no signal after the first, and a worker thread
-//! that drops a pooled call's last handle keeps it rather than freeing
-//! memory another thread allocated (the arena lock such frees contend on).
+//! calls at once allocates no signal after the first, and a thread that
+//! drops the last handle of a signal another thread allocated keeps it
+//! rather than freeing it into that thread's arena (whose lock such frees
+//! contend on).
 //! Only a handle that is the last one may do this — [`Arc::get_mut`], after
 //! which nothing else can reach the signal, so nothing can see its reset —
 //! and the cache holds one signal per thread at most.
