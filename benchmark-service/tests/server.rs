@@ -276,6 +276,7 @@ fn to_argv_round_trips_through_clap() {
         weight: Some(200),
         player: Some(benchmark_service::players::Player::Tonic),
         volo_transport: Some(benchmark_service::players::volo::Transport::Mux),
+        cpus: Some("0,2-3".parse().unwrap()),
         exit_on_stdin_eof: true,
     };
     let argv = full.to_argv();

@@ -23,26 +23,28 @@
 //!
 //! # Why not tokio-util's `CancellationToken`
 //!
-//! # The allocation kept for the next call
-//!
-//! Every call gets a signal, and most calls end with nobody holding it but
-//! the server. So the last handle dropped keeps the allocation in a one-slot
-//! cache of its thread, reset to running, and the next [`CancelSignal::new`]
-//! on that thread takes it (`SPARE`): a connection task that answers its
-//! calls at once allocates no signal after the first, and a thread that
-//! drops the last handle of a signal another thread allocated keeps it
-//! rather than freeing it into that thread's arena (whose lock such frees
-//! contend on).
-//! Only a handle that is the last one may do this — [`Arc::get_mut`], after
-//! which nothing else can reach the signal, so nothing can see its reset —
-//! and the cache holds one signal per thread at most.
-//!
 //! Every call gets one, on the hottest path there is. A `CancellationToken`
 //! is a node of a tree of tokens, and each clone and drop of a handle takes
 //! the node's mutex: measured with callgrind on the server's per-call path
 //! (echo, direct dispatch), about 180 instructions per call. Calls need no
 //! tree — a nested call watches its parent's signal directly (see
 //! `CallOptions::cancel` in rpc-client) — but they do need the claim above.
+//!
+//! # The allocation kept for the next call
+//!
+//! Most calls end with nobody holding their signal but the server. So the
+//! last handle dropped keeps the allocation in a one-slot cache of its
+//! thread, reset to running, and the next [`CancelSignal::new`] on that
+//! thread takes it (`SPARE`): a connection task that answers its calls at
+//! once allocates no signal after the first. When the slot is taken
+//! already, the signal is freed as before.
+//!
+//! Only the last handle may do this — [`Arc::get_mut`], after which nothing
+//! else can reach the signal, so nothing can see its reset. No waiter is
+//! registered then (a waiter borrows a handle), short of a `cancelled()`
+//! future polled and then leaked with `mem::forget`: the reused signal's
+//! next cancellation wakes that leaked task once, spuriously, as a waker may
+//! be woken anyway.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -101,7 +103,7 @@ impl Drop for CancelSignal {
         let Some(inner) = Arc::get_mut(&mut self.0) else {
             return;
         };
-        // Nothing else reaches it: no waiter is registered, none can be.
+        // Nothing else reaches it (see the module docs on waiters).
         *inner.state.get_mut() = RUNNING;
         let mine = &self.0;
         // During the thread's exit the cache may be gone: then it is freed.
@@ -214,6 +216,7 @@ impl CancelSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
     use std::time::Duration;
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -312,14 +315,38 @@ mod tests {
         assert_ne!(Arc::as_ptr(&next.0), shared, "still held by `other`");
         assert!(!other.is_running(), "`other` still sees its call ended");
         assert!(next.is_running());
-        // The thread keeps one signal: the other handle's last drop, with
-        // `next` alive, leaves the cache as it was.
+        // `other`'s drop is the last: it fills the empty slot.
         drop(other);
         let after = CancelSignal::new();
         assert_eq!(Arc::as_ptr(&after.0), shared, "kept by the last drop");
         assert!(after.is_running());
+        // One slot: `next` is kept, `after` (dropped second) freed.
+        let kept = Arc::as_ptr(&next.0);
         drop(next);
         drop(after);
+        let again = CancelSignal::new();
+        assert_eq!(Arc::as_ptr(&again.0), kept, "the first of two drops kept");
+        let fresh = CancelSignal::new();
+        assert_ne!(Arc::as_ptr(&fresh.0), kept, "the slot was emptied");
+    }
+
+    #[test]
+    fn a_signal_whose_last_handle_another_thread_drops_is_kept_there() {
+        let made_here = CancelSignal::new();
+        let ptr = Arc::as_ptr(&made_here.0) as usize;
+        let reused_there = std::thread::spawn(move || {
+            assert!(made_here.finish());
+            drop(made_here);
+            let next = CancelSignal::new();
+            (Arc::as_ptr(&next.0) as usize, next.is_running())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(
+            reused_there,
+            (ptr, true),
+            "kept by the dropping thread, reset"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,19 +359,28 @@ mod tests {
             .await
             .expect("woken")
             .unwrap();
+        let kept = Arc::as_ptr(&first.0);
         drop(first);
-        for _ in 0..100 {
+        for round in 0..100 {
             let signal = CancelSignal::new();
+            if round == 0 {
+                assert_eq!(Arc::as_ptr(&signal.0), kept, "the ended signal, reused");
+            }
             assert!(signal.is_running());
-            let watcher = signal.clone();
-            let waiting = tokio::spawn(async move { watcher.given_up().await });
-            tokio::task::yield_now().await;
-            assert!(!waiting.is_finished(), "a new call is not given up");
-            assert!(signal.give_up());
+            // A waiter registered (polled once, pending) before the give-up.
+            let mut waiting = Box::pin(signal.given_up());
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            assert!(
+                waiting.as_mut().poll(&mut cx).is_pending(),
+                "a new call is not given up"
+            );
+            let giver = signal.clone();
+            let gave_up = tokio::spawn(async move { giver.give_up() });
+            assert!(gave_up.await.unwrap());
             tokio::time::timeout(Duration::from_secs(5), waiting)
                 .await
-                .expect("woken when given up")
-                .unwrap();
+                .expect("woken when given up");
         }
     }
 

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use brisk::{Compression, Dispatch, QueueKind, SerializerKind, WriteMode};
 use clap::Parser;
 
+use crate::host::CpuList;
 use crate::report::{ReportMeta, TestEnvironment};
 use crate::server::{self, ServerArgs};
 
@@ -255,6 +256,12 @@ pub struct ClientArgs {
     #[arg(long, value_name = "N")]
     pub client_threads: Option<usize>,
 
+    /// Run the client on these CPUs only, as `taskset -c` writes them (`0`, `0-1`; Linux).
+    /// With `--server-cpus` on other CPUs, client and server run as on separate hosts, as the
+    /// seeds measured them; the client's default threads count these CPUs [default: every CPU]
+    #[arg(long, value_name = "LIST")]
+    pub client_cpus: Option<CpuList>,
+
     /// Boxed report to print per scene [default: none; dubbo for the dubbo-report preset]
     #[arg(long, value_name = "KIND")]
     pub report: Option<ReportKind>,
@@ -300,6 +307,11 @@ pub struct ClientArgs {
     /// Server: tokio I/O threads
     #[arg(long, value_name = "N", help_heading = "Started server")]
     pub io_threads: Option<usize>,
+
+    /// Server: run every server process the client starts on these CPUs only (`1`, `2-3`;
+    /// Linux); its default thread counts count them. Not with `--in-process`
+    #[arg(long, value_name = "LIST", help_heading = "Started server")]
+    pub server_cpus: Option<CpuList>,
 
     /// Server: database URL (sqlite:PATH, sqlite::memory:, postgres://…)
     #[arg(long, value_name = "URL", help_heading = "Started server")]
@@ -378,6 +390,7 @@ impl ClientArgs {
             queue_size: self.queue_size,
             keep_alive_ms: self.keep_alive_ms,
             io_threads: self.io_threads,
+            cpus: self.server_cpus.clone(),
             db: self.db.clone(),
             db_pool_size: self.db_pool_size,
             data_dir: self.data_dir.clone(),
@@ -408,6 +421,20 @@ impl ClientArgs {
 /// cannot be started or reached, a scene could not run, or files could not be written;
 /// 2 for invalid settings.
 pub fn main(args: ClientArgs) -> ExitCode {
+    // First: every thread started below inherits it, and the thread count counts its CPUs.
+    if let Some(list) = &args.client_cpus {
+        if let Err(e) = crate::host::pin_process(list) {
+            eprintln!("error: cannot run the client on CPUs {list} (--client-cpus): {e}");
+            return ExitCode::from(2);
+        }
+    }
+    if args.in_process && args.server_cpus.is_some() {
+        eprintln!(
+            "error: --server-cpus pins the server processes the client starts; an --in-process \
+             server shares the client's process (use --client-cpus, or drop --in-process)"
+        );
+        return ExitCode::from(2);
+    }
     let preset = match args.preset_file() {
         Ok(p) => p,
         Err(e) => {
@@ -480,6 +507,15 @@ pub fn main(args: ClientArgs) -> ExitCode {
         plan.rounds,
     );
     println!("machine: {}", env.summary());
+    if args.client_cpus.is_some() || args.server_cpus.is_some() {
+        let show =
+            |list: &Option<CpuList>| list.as_ref().map_or("all".to_owned(), |l| l.to_string());
+        println!(
+            "CPUs: client {}, started servers {}",
+            show(&args.client_cpus),
+            show(&args.server_cpus)
+        );
+    }
 
     let started = Instant::now();
     let options = RunOptions {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use brisk::{Dispatch, QueueKind, RpcError, ServerConfig};
 
-use crate::host::cpus;
+use crate::host::{cpus, CpuList};
 use crate::players::{volo, Player};
 use crate::store::StoreConfig;
 
@@ -113,6 +113,12 @@ pub struct ServerArgs {
     #[arg(long, value_name = "pool|mux")]
     pub volo_transport: Option<volo::Transport>,
 
+    /// Run on these CPUs only, as `taskset -c` writes them (`1`, `2-3`; Linux): the client
+    /// of a one-machine run on the others is then as on a host of its own. The defaults that
+    /// count CPUs (I/O and worker threads) count these [default: every CPU]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<CpuList>,
+
     /// Shut down when stdin reaches EOF (used by a parent process so the server dies with it)
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
@@ -158,6 +164,7 @@ impl ServerArgs {
             "volo-transport",
             self.volo_transport.map(|t| t.name().to_owned()),
         );
+        push("cpus", self.cpus.as_ref().map(CpuList::to_string));
         if self.exit_on_stdin_eof {
             argv.push("--exit-on-stdin-eof".to_owned());
         }
@@ -272,10 +279,12 @@ mod tests {
         let args = ServerArgs {
             addr: Some("127.0.0.1:0".into()),
             http_addr: Some("127.0.0.1:0".into()),
+            cpus: Some("0-1".parse().unwrap()),
             ..ServerArgs::default()
         };
         let argv = args.to_argv();
         assert!(argv.windows(2).any(|w| w == ["--http-addr", "127.0.0.1:0"]));
+        assert!(argv.windows(2).any(|w| w == ["--cpus", "0,1"]));
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]

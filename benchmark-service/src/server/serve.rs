@@ -31,6 +31,13 @@ const RUNTIME_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// on stdout, waits for Ctrl-C, SIGTERM or (with `--exit-on-stdin-eof`) the end of stdin, then
 /// shuts down gracefully and prints the shutdown report.
 pub fn run(args: ServerArgs) -> Result<(), BenchError> {
+    // First: every thread started below inherits it, and the thread counts count its CPUs.
+    if let Some(list) = &args.cpus {
+        crate::host::pin_process(list).map_err(|source| BenchError::Io {
+            context: format!("cannot run the server on CPUs {list} (--cpus)"),
+            source,
+        })?;
+    }
     let io_threads = args.effective_io_threads()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(io_threads)
