@@ -63,16 +63,23 @@ impl TestEnvironment {
             (None, Some(k)) => format!("Linux {k} {arch}"),
             (None, None) => format!("{} {arch}", std::env::consts::OS),
         };
-        let cpu_model = read("proc/cpuinfo")
-            .and_then(|s| parse_cpu_model(&s))
+        let cpuinfo = read("proc/cpuinfo");
+        let cpu_model = cpuinfo
+            .as_deref()
+            .and_then(parse_cpu_model)
             .unwrap_or_else(|| UNKNOWN.to_owned());
+        // The machine's, not this process's: a client run with `--client-cpus` may use fewer.
+        let cpu_cores = cpuinfo
+            .as_deref()
+            .and_then(parse_cpu_count)
+            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()));
         let (memory_total, memory_available) = read("proc/meminfo")
             .map(|s| parse_meminfo(&s))
             .unwrap_or((None, None));
         let mtu = read("sys/class/net/lo/mtu").and_then(|s| s.trim().parse().ok());
         Self {
             os,
-            cpu_cores: std::thread::available_parallelism().ok().map(|n| n.get()),
+            cpu_cores,
             cpu_model,
             runtime: runtime_description(std::env::var("BRISK_RUSTC_VERSION").ok().as_deref()),
             memory_total,
@@ -140,6 +147,18 @@ fn parse_cpu_model(content: &str) -> Option<String> {
         let v = v.split_whitespace().collect::<Vec<_>>().join(" ");
         (!v.is_empty()).then_some(v)
     })
+}
+
+/// The logical CPUs `/proc/cpuinfo` lists (its `processor` entries), if any.
+fn parse_cpu_count(content: &str) -> Option<usize> {
+    let count = content
+        .lines()
+        .filter(|line| {
+            line.split_once(':')
+                .is_some_and(|(k, _)| k.trim() == "processor")
+        })
+        .count();
+    (count > 0).then_some(count)
 }
 
 /// (`MemTotal`, `MemAvailable`) in bytes from `/proc/meminfo` content.
@@ -433,6 +452,11 @@ mod tests {
             Some("Intel(R) Xeon(R) CPU")
         );
         assert_eq!(parse_cpu_model("processor : 0\n"), None);
+        assert_eq!(
+            parse_cpu_count("processor\t: 0\nmodel name\t: X\n\nprocessor\t: 1\nmodel name\t: X\n"),
+            Some(2)
+        );
+        assert_eq!(parse_cpu_count("model name\t: X\n"), None);
         assert_eq!(
             parse_meminfo("MemTotal:       16384 kB\nMemFree: 1 kB\nMemAvailable:    8192 kB\n"),
             (Some(16_777_216), Some(8_388_608))
