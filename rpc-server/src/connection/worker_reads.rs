@@ -173,7 +173,11 @@ impl TakeRequest for WorkerReads {
     ) -> Box<dyn FnOnce() + Send> {
         let ctx = &self.ctx;
         ctx.stats.requests.add(frames.len() as u64);
-        let mut starts = Vec::with_capacity(frames.len());
+        let mut starts = Starts {
+            jobs: Vec::with_capacity(frames.len()),
+            if_refused: Vec::with_capacity(frames.len()),
+            refused: Vec::new(),
+        };
         let mut started = self.started.lock();
         for frame in frames.drain(..) {
             match admit(ctx, frame, received, self.peer, None) {
@@ -193,26 +197,23 @@ impl TakeRequest for WorkerReads {
                     self.quiet.call_started();
                     let end = req.cx.cancellation().clone();
                     let (service, method) = (route.service, route.method);
-                    let job = PoolJob {
+                    starts.jobs.push(PoolJob {
                         ctx: ctx.clone(),
                         route: route.clone(),
                         req,
                         received,
                         reply: Reply::Frame(answers.reserve(reply_to, None)),
-                    };
-                    starts.push(Start::Run(
-                        job,
-                        IfRefused {
-                            end,
-                            reply_to,
-                            service,
-                            method,
-                        },
-                    ));
+                    });
+                    starts.if_refused.push(IfRefused {
+                        end,
+                        reply_to,
+                        service,
+                        method,
+                    });
                 }
                 Err((reply_to, e)) => {
                     ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
-                    starts.push(Start::Refuse(answers.reserve(reply_to, None), e));
+                    starts.refused.push((answers.reserve(reply_to, None), e));
                 }
             }
         }
@@ -227,29 +228,30 @@ impl TakeRequest for WorkerReads {
 /// the pool as one run when there are several (`dispatch::run`), one by one
 /// otherwise — and one by one too when the pool refuses the run, so each
 /// call is refused or accepted as it would be alone.
-fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Vec<Start>) {
-    let mut calls = Vec::with_capacity(starts.len());
-    for start in starts {
-        match start {
-            Start::Run(job, if_refused) => calls.push((job, if_refused)),
-            Start::Refuse(slot, e) => slot.answer(Err(e)),
-        }
+fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Starts) {
+    let Starts {
+        mut jobs,
+        if_refused,
+        refused,
+    } = starts;
+    for (slot, e) in refused {
+        slot.answer(Err(e));
     }
     let Some(pool) = ctx.dispatcher.pool() else {
         // Only pool dispatch lends; a call is answered even so.
-        for (_, if_refused) in calls {
+        for (job, if_refused) in jobs.into_iter().zip(if_refused) {
             if_refused.answer(answers, RpcError::ShuttingDown);
+            drop(job);
         }
         return;
     };
-    if calls.len() >= 2 {
-        let (jobs, if_refused): (Vec<PoolJob>, Vec<IfRefused>) = calls.into_iter().unzip();
+    if jobs.len() >= 2 {
         match crate::dispatch::run::submit(pool, jobs) {
             Ok(()) => return,
-            Err(jobs) => calls = jobs.into_iter().zip(if_refused).collect(),
+            Err(back) => jobs = back,
         }
     }
-    for (job, if_refused) in calls {
+    for (job, if_refused) in jobs.into_iter().zip(if_refused) {
         if let Err(rejected) = job.submit(pool, ctx, true) {
             let error = match ctx.router.route_ref(if_refused.service, if_refused.method) {
                 Ok(route) => rejected.error(route),
@@ -261,14 +263,19 @@ fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Vec<Start>) {
     }
 }
 
-/// What starts one request a worker read, once the answers' lock is let go.
-enum Start {
-    /// A call to submit to the pool (the worker that read it is awake and
-    /// takes it, or its run, unless every other thread is busy: then the
-    /// run gets a thread of its own, as any submit would).
-    Run(PoolJob, IfRefused),
-    /// A request that does not run: its error is its answer.
-    Refuse(AnswerSlot, RpcError),
+/// What a worker read, started once the answers' lock is let go. The calls
+/// go to the pool as they are, moved once into the run's queue (a job is
+/// hundreds of bytes: every move of it a `memcpy`); what answers each if
+/// the pool refuses it lies beside it, index for index.
+struct Starts {
+    /// The calls to submit to the pool (the worker that read them is awake
+    /// and takes them, or their run, unless every other thread is busy:
+    /// then the run gets a thread of its own, as any submit would).
+    jobs: Vec<PoolJob>,
+    /// What answers `jobs[i]` if the pool refuses it.
+    if_refused: Vec<IfRefused>,
+    /// The requests that do not run: each one's error is its answer.
+    refused: Vec<(AnswerSlot, RpcError)>,
 }
 
 /// What answers a call the pool refuses: its end, where its answer goes and
