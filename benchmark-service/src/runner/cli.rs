@@ -382,6 +382,20 @@ impl ClientArgs {
         Ok(self.settings().over(self.preset_file()?.settings))
     }
 
+    /// The flag that makes the client call a server it does not start (`--addr`,
+    /// `--registry`, `--in-process`), if any.
+    fn no_server_started(&self) -> Option<&'static str> {
+        if self.addr.is_some() {
+            Some("--addr")
+        } else if self.registry.is_some() {
+            Some("--registry")
+        } else if self.in_process {
+            Some("--in-process")
+        } else {
+            None
+        }
+    }
+
     /// Settings of a server the client starts (besides address, dispatch and queue).
     pub fn server_base(&self) -> ServerArgs {
         ServerArgs {
@@ -421,19 +435,20 @@ impl ClientArgs {
 /// cannot be started or reached, a scene could not run, or files could not be written;
 /// 2 for invalid settings.
 pub fn main(args: ClientArgs) -> ExitCode {
+    if let Some(no_child) = args.server_cpus.as_ref().and(args.no_server_started()) {
+        eprintln!(
+            "error: --server-cpus pins the server processes the client starts, and {no_child} \
+             starts none (pin that server itself: `benchmark_server --cpus`, or use \
+             --client-cpus)"
+        );
+        return ExitCode::from(2);
+    }
     // First: every thread started below inherits it, and the thread count counts its CPUs.
     if let Some(list) = &args.client_cpus {
         if let Err(e) = crate::host::pin_process(list) {
             eprintln!("error: cannot run the client on CPUs {list} (--client-cpus): {e}");
             return ExitCode::from(2);
         }
-    }
-    if args.in_process && args.server_cpus.is_some() {
-        eprintln!(
-            "error: --server-cpus pins the server processes the client starts; an --in-process \
-             server shares the client's process (use --client-cpus, or drop --in-process)"
-        );
-        return ExitCode::from(2);
     }
     let preset = match args.preset_file() {
         Ok(p) => p,

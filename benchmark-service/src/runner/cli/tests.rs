@@ -205,3 +205,37 @@ fn compression_and_payload_kind_flags_override_the_compression_preset() {
     assert_eq!(plan.compressions, [Compression::None]);
     assert_eq!(plan.payload_kinds, [PayloadKind::Fill]);
 }
+
+#[test]
+fn server_cpus_are_for_a_server_the_client_starts() {
+    let parse = |argv: &[&str]| ClientArgs::try_parse_from(argv).unwrap();
+    let started = parse(&["b", "--server-cpus", "1", "--client-cpus", "0"]);
+    assert_eq!(started.no_server_started(), None);
+    assert_eq!(
+        started.server_base().cpus.map(|l| l.to_string()).as_deref(),
+        Some("1")
+    );
+    for (flag, argv) in [
+        (
+            "--addr",
+            vec!["b", "--server-cpus", "1", "--addr", "127.0.0.1:1"],
+        ),
+        (
+            "--registry",
+            vec![
+                "b",
+                "--server-cpus",
+                "1",
+                "--registry",
+                "etcd://127.0.0.1:2379",
+            ],
+        ),
+        (
+            "--in-process",
+            vec!["b", "--server-cpus", "1", "--in-process"],
+        ),
+    ] {
+        assert_eq!(parse(&argv).no_server_started(), Some(flag));
+    }
+    assert!(ClientArgs::try_parse_from(["b", "--server-cpus", "2-1"]).is_err());
+}
