@@ -33,11 +33,13 @@
 //! # The allocation kept for the next call
 //!
 //! Most calls end with nobody holding their signal but the server. So the
-//! last handle dropped keeps the allocation in a one-slot cache of its
-//! thread, reset to running, and the next [`CancelSignal::new`] on that
-//! thread takes it (`SPARE`): a connection task that answers its calls at
-//! once allocates no signal after the first. When the slot is taken
-//! already, the signal is freed as before.
+//! last handle dropped keeps the allocation, reset to running, among the
+//! [`Spares`](crate::spares::Spares) of its thread, and the next
+//! [`CancelSignal::new`] takes it: a connection task that answers its calls
+//! at once allocates no signal after the first, and a pooled call's signal
+//! — made by the connection task, dropped last by its worker — goes back to
+//! the task in a batch instead of through the allocator's slow cross-thread
+//! path. When the spares are full, the signal is freed as before.
 //!
 //! Only the last handle may do this — [`Arc::get_mut`], after which nothing
 //! else can reach the signal, so nothing can see its reset. No waiter is
@@ -46,11 +48,13 @@
 //! next cancellation wakes that leaked task once, spuriously, as a waker may
 //! be woken anyway.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
+
+use crate::spares::Spares;
 
 /// Running, nobody cancelled it.
 const RUNNING: u8 = 0;
@@ -81,20 +85,21 @@ const FINISHED: u8 = 3;
 pub struct CancelSignal(Arc<Inner>);
 
 thread_local! {
-    /// One ended signal's allocation, reset to running, for this thread's
-    /// next [`CancelSignal::new`] (see the module docs).
-    static SPARE: Cell<Option<Arc<Inner>>> = const { Cell::new(None) };
+    /// This thread's ended signals, reset to running (see the module docs).
+    static STOCK: RefCell<Vec<Arc<Inner>>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Ended signals' allocations, for the next [`CancelSignal::new`].
+static SPARES: Spares<Arc<Inner>> = Spares::new(&STOCK);
 
 impl Default for CancelSignal {
     fn default() -> Self {
-        let spare = SPARE.try_with(Cell::take).ok().flatten();
-        CancelSignal(spare.unwrap_or_default())
+        CancelSignal(SPARES.take().unwrap_or_default())
     }
 }
 
 impl Drop for CancelSignal {
-    /// The last handle keeps the allocation for this thread's next call.
+    /// The last handle keeps the allocation for a next call.
     fn drop(&mut self) {
         // Another handle lives (the usual first drop of two): one load.
         if Arc::strong_count(&self.0) != 1 {
@@ -105,12 +110,7 @@ impl Drop for CancelSignal {
         };
         // Nothing else reaches it (see the module docs on waiters).
         *inner.state.get_mut() = RUNNING;
-        let mine = &self.0;
-        // During the thread's exit the cache may be gone: then it is freed.
-        let _ = SPARE.try_with(|slot| {
-            let kept = slot.take();
-            slot.set(Some(kept.unwrap_or_else(|| mine.clone())));
-        });
+        SPARES.keep(self.0.clone());
     }
 }
 
@@ -320,14 +320,16 @@ mod tests {
         let after = CancelSignal::new();
         assert_eq!(Arc::as_ptr(&after.0), shared, "kept by the last drop");
         assert!(after.is_running());
-        // One slot: `next` is kept, `after` (dropped second) freed.
-        let kept = Arc::as_ptr(&next.0);
+        // Both kept; the last dropped is the first taken.
+        let kept_first = Arc::as_ptr(&next.0);
+        let kept_last = Arc::as_ptr(&after.0);
         drop(next);
         drop(after);
         let again = CancelSignal::new();
-        assert_eq!(Arc::as_ptr(&again.0), kept, "the first of two drops kept");
-        let fresh = CancelSignal::new();
-        assert_ne!(Arc::as_ptr(&fresh.0), kept, "the slot was emptied");
+        assert_eq!(Arc::as_ptr(&again.0), kept_last, "the last drop first");
+        let then = CancelSignal::new();
+        assert_eq!(Arc::as_ptr(&then.0), kept_first, "then the one before");
+        assert!(again.is_running() && then.is_running());
     }
 
     #[test]

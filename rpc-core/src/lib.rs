@@ -27,6 +27,7 @@ pub mod metadata;
 pub mod modes;
 pub mod named_enum;
 pub mod serializer;
+pub mod spares;
 pub mod status;
 pub mod stream;
 pub mod trace;

@@ -45,6 +45,7 @@ use crate::pool::WorkerPool;
 use crate::reply::AnswerSlot;
 use crate::router::{Route, RouteEntry};
 
+mod job_box;
 mod on_pool;
 pub(crate) mod run;
 
@@ -286,7 +287,7 @@ impl PoolJob {
     /// thread. `batched`: one call of a batch, after which the caller wakes
     /// the pool once ([`WorkerPool::wake_idle`]).
     pub fn submit(self, pool: &WorkerPool, ctx: &ServerCtx, batched: bool) -> Result<(), Rejected> {
-        let task: crate::pool::Task = Box::new(move || self.run());
+        let task = job_box::JobBox::task(self);
         let submitted = if batched {
             pool.submit_quietly(task)
         } else {

@@ -164,7 +164,7 @@ mod tests {
         assert_eq!(q.len(), 2);
         assert!(q.offer(Box::new(|| {}), true).is_err());
         while let Some(t) = q.poll(Some(Duration::ZERO)) {
-            (t.task)();
+            t.task.run();
         }
         assert_eq!(q.len(), 0);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1]);
@@ -211,7 +211,7 @@ mod tests {
         let q2 = Arc::clone(&q);
         let h = std::thread::spawn(move || {
             if let Some(t) = q2.poll(None) {
-                (t.task)();
+                t.task.run();
             }
         });
         assert!(q

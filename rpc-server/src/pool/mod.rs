@@ -182,8 +182,51 @@ use sync::{Arc, Condvar, Mutex};
 use sync::{AtomicBool, AtomicU64, AtomicUsize};
 use transfer::TransferQueue;
 
-/// A unit of work for the pool.
-pub type Task = Box<dyn FnOnce() + Send + 'static>;
+/// A unit of work for the pool: run once, on a worker thread.
+///
+/// Every `FnOnce() + Send + 'static` closure is one. The job owns its box
+/// while it runs, so a job type of its own may keep the allocation for its
+/// next job instead of freeing it (a pooled call's, made on the connection
+/// task and freed on a worker, would otherwise cross threads through the
+/// allocator's slow path; see `rpc_core::spares`).
+///
+/// ```
+/// use rpc_server::pool::{Job, PoolConfig, WorkerPool};
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+///
+/// /// A job of its own type; a closure is one too.
+/// struct Greet(mpsc::Sender<&'static str>);
+///
+/// impl Job for Greet {
+///     fn run(self: Box<Self>) {
+///         self.0.send("hello").ok();
+///     }
+/// }
+///
+/// let pool = WorkerPool::new(PoolConfig::default())?;
+/// let (tx, rx) = mpsc::channel();
+/// pool.submit(Box::new(Greet(tx.clone()))).ok();
+/// pool.submit(Box::new(move || tx.send("world").unwrap())).ok();
+/// let mut got = [rx.recv_timeout(Duration::from_secs(5))?, rx.recv_timeout(Duration::from_secs(5))?];
+/// got.sort();
+/// assert_eq!(got, ["hello", "world"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Job: Send + 'static {
+    /// Runs the job.
+    fn run(self: Box<Self>);
+}
+
+impl<F: FnOnce() + Send + 'static> Job for F {
+    #[inline]
+    fn run(self: Box<Self>) {
+        (*self)()
+    }
+}
+
+/// A job as the pool holds it.
+pub type Task = Box<dyn Job>;
 
 /// The calls a task runs one after another that it has not started yet
 /// ([`WorkerPool::submit_run`]): what the monitor hands to the shared queue
@@ -547,7 +590,7 @@ impl Shared {
             self.monitor.nudge();
         }
         self.pulse.active.fetch_add(1, SeqCst);
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(task)) {
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task.run())) {
             tracing::error!(
                 pool = %self.name,
                 panic = panic_message(payload.as_ref()),

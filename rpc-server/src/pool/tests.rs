@@ -334,7 +334,7 @@ fn rejects_promptly_when_bound_reached_and_returns_the_task() {
         );
         assert_eq!(pool.stats().rejected, 1, "{kind}");
         // It is our task, untouched and runnable by the caller.
-        (rejected.into_task())();
+        rejected.into_task().run();
         assert_eq!(rx.try_recv(), Ok("mine"));
 
         gate.open();
@@ -461,7 +461,7 @@ fn shutdown_drains_queued_tasks_and_rejects_new_ones() {
             })
             .expect_err("submit after shutdown must be rejected");
         assert_eq!(pool.stats().rejected, rejected_before + 1);
-        (rejected.into_task())();
+        rejected.into_task().run();
         assert!(rx.try_recv().is_ok());
 
         gate.open();
@@ -882,12 +882,12 @@ fn stuck_run(
     let held = rest.clone();
     let run: Task = Box::new(move || {
         on_worker.hold_rest(Some(held.clone() as Arc<dyn Rest>));
-        blocker();
+        blocker.run();
         let left = std::mem::take(&mut *held.0.lock());
         for call in left {
             on_worker.step();
             on_worker.discount(1);
-            call();
+            call.run();
         }
         on_worker.hold_rest(None);
     });
@@ -990,7 +990,7 @@ fn a_run_counts_as_one_thread_when_the_pool_grows() {
     // Ten calls; the first blocks. It shows the monitor no rest, so its
     // calls stay its own however long it blocks.
     let run: Task = Box::new(move || {
-        blocker();
+        blocker.run();
         on_worker.discount(9);
     });
     pool.submit_run(run, 10).unwrap();
@@ -1056,7 +1056,7 @@ fn a_long_run_of_short_calls_has_its_rest_spread_over_the_workers() {
     let on_worker = pool.clone();
     let run: Task = Box::new(move || {
         on_worker.hold_rest(Some(rest.clone() as Arc<dyn Rest>));
-        first();
+        first.run();
         loop {
             on_worker.step();
             let next = {
@@ -1067,7 +1067,7 @@ fn a_long_run_of_short_calls_has_its_rest_spread_over_the_workers() {
                 break;
             };
             on_worker.discount(1);
-            next();
+            next.run();
         }
         on_worker.hold_rest(None);
     });

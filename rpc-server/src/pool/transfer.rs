@@ -357,7 +357,7 @@ mod tests {
         }
         assert_eq!(q.len(), 3);
         while let Some(t) = q.poll(Some(Duration::ZERO)) {
-            (t.task)();
+            t.task.run();
         }
         assert_eq!(q.len(), 0);
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
@@ -404,10 +404,10 @@ mod tests {
         }
         let first = spinner.join().unwrap().expect("the spinner takes a task");
         assert!(first.watch, "a task is left with nobody on its way to it");
-        (first.task)();
+        first.task.run();
         let second = q.poll(Some(Duration::ZERO)).expect("the second task");
         assert!(!second.watch);
-        (second.task)();
+        second.task.run();
         assert_eq!(rx.try_iter().collect::<Vec<_>>(), vec![0, 1]);
     }
 
