@@ -87,70 +87,80 @@ impl<T: 'static> Spares<T> {
     /// A spare, if this thread or the depot has one.
     #[inline]
     pub fn take(&self) -> Option<T> {
-        self.local
-            .try_with(|stock| {
-                // Re-entered (a spare's drop making another): none.
-                let mut stock = stock.try_borrow_mut().ok()?;
-                match stock.pop() {
-                    Some(spare) => Some(spare),
-                    None => self.refill(&mut stock),
-                }
-            })
+        // Re-entered (a spare's drop making another), or the thread exiting: none.
+        let mine = self
+            .local
+            .try_with(|stock| stock.try_borrow_mut().ok()?.pop())
             .ok()
-            .flatten()
+            .flatten();
+        mine.or_else(|| self.refill())
     }
 
     /// Keeps `spare` for a later [`take`](Self::take); frees it when this
     /// thread's stock and the depot are full (or the thread is exiting).
     #[inline]
     pub fn keep(&self, spare: T) {
+        let full = self.local.try_with(|stock| match stock.try_borrow_mut() {
+            Ok(mut stock) if stock.len() < BATCH => {
+                stock.push(spare);
+                None
+            }
+            _ => Some(spare),
+        });
+        // Not kept here (a thread exiting has dropped it with the closure).
+        if let Ok(Some(spare)) = full {
+            self.hand_in(spare);
+        }
+    }
+
+    /// An empty stock takes a full batch from the depot, leaving its `Vec`.
+    #[cold]
+    fn refill(&self) -> Option<T> {
+        self.local
+            .try_with(|stock| {
+                let mut stock = stock.try_borrow_mut().ok()?;
+                let mut depot = self.depot.lock();
+                let batch = depot.full.pop()?;
+                let emptied = std::mem::replace(&mut *stock, batch);
+                if depot.empty.len() < DEPOT_BATCHES && emptied.capacity() > 0 {
+                    depot.empty.push(emptied);
+                }
+                drop(depot);
+                stock.pop()
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// A full stock goes to the depot as a batch and `spare` starts the next
+    /// one; `spare` is freed when the depot is full (or the stock busy).
+    #[cold]
+    fn hand_in(&self, spare: T) {
         let unkept = self
             .local
             .try_with(|stock| {
                 let Ok(mut stock) = stock.try_borrow_mut() else {
                     return Some(spare);
                 };
-                if stock.len() < BATCH {
-                    stock.push(spare);
-                    return None;
+                let mut depot = self.depot.lock();
+                if depot.full.len() >= DEPOT_BATCHES {
+                    return Some(spare);
                 }
-                self.hand_in(&mut stock, spare)
+                let next = depot
+                    .empty
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(BATCH));
+                let batch = std::mem::replace(&mut *stock, next);
+                depot.full.push(batch);
+                drop(depot);
+                stock.push(spare);
+                None
             })
-            .unwrap_or(None);
-        // Freed outside the borrow (its drop may reach these spares again).
+            .ok()
+            .flatten();
+        // Freed outside the borrow and the lock (its drop may reach these
+        // spares again).
         drop(unkept);
-    }
-
-    /// An empty stock takes a full batch from the depot, leaving its `Vec`.
-    #[cold]
-    fn refill(&self, stock: &mut Vec<T>) -> Option<T> {
-        let mut depot = self.depot.lock();
-        let batch = depot.full.pop()?;
-        let emptied = std::mem::replace(stock, batch);
-        if depot.empty.len() < DEPOT_BATCHES && emptied.capacity() > 0 {
-            depot.empty.push(emptied);
-        }
-        drop(depot);
-        stock.pop()
-    }
-
-    /// A full stock goes to the depot as a batch and `spare` starts the next
-    /// one; `spare` comes back when the depot is full.
-    #[cold]
-    fn hand_in(&self, stock: &mut Vec<T>, spare: T) -> Option<T> {
-        let mut depot = self.depot.lock();
-        if depot.full.len() >= DEPOT_BATCHES {
-            return Some(spare);
-        }
-        let next = depot
-            .empty
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(BATCH));
-        let batch = std::mem::replace(stock, next);
-        depot.full.push(batch);
-        drop(depot);
-        stock.push(spare);
-        None
     }
 }
 
