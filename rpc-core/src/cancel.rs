@@ -34,7 +34,7 @@
 //!
 //! Most calls end with nobody holding their signal but the server. So the
 //! last handle dropped keeps the allocation, reset to running, among the
-//! [`Spares`](crate::spares::Spares) of its thread, and the next
+//! [`Spares`] of its thread, and the next
 //! [`CancelSignal::new`] takes it: a connection task that answers its calls
 //! at once allocates no signal after the first, and a pooled call's signal
 //! — made by the connection task, dropped last by its worker — goes back to

@@ -39,7 +39,7 @@ use parking_lot::Mutex;
 pub const BATCH: usize = 64;
 
 /// Full batches the depot keeps at most.
-pub const DEPOT_BATCHES: usize = 16;
+pub const DEPOT_BATCHES: usize = 8;
 
 /// One kind of spare allocation: each thread's stock (`local`) and the
 /// depot between threads (see the module docs).
