@@ -37,9 +37,10 @@
 //! [`Spares`] of its thread, and the next
 //! [`CancelSignal::new`] takes it: a connection task that answers its calls
 //! at once allocates no signal after the first, and a pooled call's signal
-//! — made by the connection task, dropped last by its worker — goes back to
-//! the task in a batch instead of through the allocator's slow cross-thread
-//! path. When the spares are full, the signal is freed as before.
+//! — made by the connection task, dropped last by its worker — reaches a
+//! thread that makes signals (the connection's, or another's) in a batch,
+//! instead of going through the allocator's slow cross-thread path. When
+//! the spares are full, the signal is freed as before.
 //!
 //! Only the last handle may do this — [`Arc::get_mut`], after which nothing
 //! else can reach the signal, so nothing can see its reset. No waiter is
@@ -219,6 +220,17 @@ mod tests {
     use std::future::Future;
     use std::time::Duration;
 
+    /// This thread's stock of spare signals set to `n` fresh ones, so that
+    /// a test's few `new`s neither empty it (which would take a batch from
+    /// the depot other tests share) nor fill it (which would hand one in).
+    fn fresh_stock(n: usize) {
+        STOCK.with(|stock| {
+            let mut stock = stock.borrow_mut();
+            stock.clear();
+            stock.extend((0..n).map(|_| Arc::default()));
+        });
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn no_waiter_misses_a_cancel_racing_with_it() {
         for _ in 0..500 {
@@ -287,6 +299,7 @@ mod tests {
 
     #[test]
     fn an_ended_signal_s_allocation_serves_the_thread_s_next_call_as_new() {
+        fresh_stock(8);
         for end in [CancelSignal::give_up, CancelSignal::finish] {
             let signal = CancelSignal::new();
             signal.cancel();
@@ -306,6 +319,7 @@ mod tests {
 
     #[test]
     fn a_signal_another_handle_holds_is_never_reused() {
+        fresh_stock(8);
         let signal = CancelSignal::new();
         let other = signal.clone();
         let shared = Arc::as_ptr(&signal.0);
@@ -315,7 +329,7 @@ mod tests {
         assert_ne!(Arc::as_ptr(&next.0), shared, "still held by `other`");
         assert!(!other.is_running(), "`other` still sees its call ended");
         assert!(next.is_running());
-        // `other`'s drop is the last: it fills the empty slot.
+        // `other`'s drop is the last: it keeps the allocation.
         drop(other);
         let after = CancelSignal::new();
         assert_eq!(Arc::as_ptr(&after.0), shared, "kept by the last drop");
@@ -353,6 +367,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reused_signal_waits_and_wakes_as_a_new_one() {
+        fresh_stock(8);
         let first = CancelSignal::new();
         let watcher = first.clone();
         let waited = tokio::spawn(async move { watcher.cancelled().await });
