@@ -40,6 +40,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::job_box::JobBox;
 use super::PoolJob;
 use crate::panic::panic_message;
 use crate::pool::{Rest, Task, WorkerPool};
@@ -55,11 +56,7 @@ impl Calls {
 
 impl Rest for Calls {
     fn take_rest(&self) -> Vec<Task> {
-        self.0
-            .lock()
-            .drain(..)
-            .map(|job| Box::new(move || job.run()) as Task)
-            .collect()
+        self.0.lock().drain(..).map(JobBox::task).collect()
     }
 }
 
