@@ -32,7 +32,8 @@
 //!   naming the limit and the largest `--connections` the current one allows.
 //!   A container without `CAP_SYS_RESOURCE` keeps the hard limit it was given:
 //!   raise it from outside (`docker run --ulimit nofile=…`, `prlimit`,
-//!   `LimitNOFILE=`).
+//!   `LimitNOFILE=`), or run the example in a small VM of its own with
+//!   `examples/idle_connections_vm.sh` (a kernel whose limits it sets).
 //! - **Other kernel limits are checked before the run** (Linux, from
 //!   `/proc/sys`): `fs.nr_open` and `fs.file-max` (two sockets per
 //!   connection on this machine), the ports of `net.ipv4.ip_local_port_range`
@@ -236,7 +237,8 @@ fn raise_fd_limit(need: u64, spare: u64, who: &str) -> Result<u64, String> {
                  process may not raise it (no CAP_SYS_RESOURCE — in a container, the limit it was \
                  started with); raise it before starting (`ulimit -Hn {need}` as a privileged user, \
                  `prlimit --nofile={need}:{need} --pid …`, systemd LimitNOFILE=, \
-                 `docker run --ulimit nofile={need}:{need}`) or pass --connections {} or fewer",
+                 `docker run --ulimit nofile={need}:{need}`), run it in a VM of its own \
+                 (`examples/idle_connections_vm.sh N`) or pass --connections {} or fewer",
                 at_most(max)
             )
         } else {
