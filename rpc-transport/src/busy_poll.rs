@@ -33,7 +33,10 @@
 //! while a call is pending on the connection; a client only with at most one
 //! call in flight on the whole client (a loaded client has answers coming
 //! anyway, and its CPU is the server's too on a shared machine), and it stops
-//! once that call went to another of its connections. A stream the server
+//! once that call went to another of its connections; while the client has
+//! no call in flight (between an answer and the caller's next call) its poll
+//! also yields the thread's core at each turn (`std::thread::yield_now`),
+//! since the caller may need that core to make the call. A stream the server
 //! pushes at the client, with items less than `busy_poll` apart, keeps the
 //! client's reader polling for as long as it lasts.
 //!

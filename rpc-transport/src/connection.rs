@@ -766,6 +766,16 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
                     // (calls that overlapped moved the client's `fixed`
                     // connections on): its answer will not come here.
                     poll.stop();
+                } else if shared.pending.client_in_flight() == 0 {
+                    // Nothing can be answered before the caller's next call,
+                    // and the caller may be on another thread (a runtime
+                    // worker that took its task, a blocking caller): this
+                    // thread's core is offered to it. Spinning on with both
+                    // cores of a small machine held by polls (this one and
+                    // the server's) left that thread without a core until a
+                    // poll ran out: 1:1 p99 at the 200 µs limit, measured
+                    // (BENCHMARKS.md, "The client's poll yields its core").
+                    std::thread::yield_now();
                 }
                 continue;
             }
