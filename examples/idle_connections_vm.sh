@@ -22,18 +22,24 @@
 # VM_ACCEL=kvm where /dev/kvm works. VM_MEM (default 8G) and VM_CPUS
 # (default 2) size the guest.
 #
-# The exit status is the first nonzero exit status of the runs (the
-# example's: 1 when a run is over `--max-per-conn-bytes 5000`), 2 when the
-# VM printed no result for a run.
+# Packages it needs and does not find (qemu-system-x86, cpio, binutils for
+# `strip`, busybox-static — which replaces a dynamic busybox) are installed
+# with apt-get when it runs as root.
+#
+# The exit status is the first nonzero exit status of the runs, in order (the
+# example's: 1 when a run is over `--max-per-conn-bytes 5000` or a limit
+# stopped it, 2 when the server stopped answering), 3 when a run printed no
+# result (the VM failed, timed out, or was cut short; its console log says
+# how far it got), 4 when the VM could not be prepared.
 set -euo pipefail
 
 runs=("$@")
 [ ${#runs[@]} -eq 0 ] && runs=(10000 100000)
 for n in "${runs[@]}"; do
-    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "idle_connections_vm: '$n' is not a connection count" >&2; exit 2; }
+    [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "idle_connections_vm: '$n' is not a connection count" >&2; exit 4; }
 done
 
-root_dir=$(cd "$(dirname "$0")/.." && pwd)
+root_dir=$(CDPATH= cd "$(dirname "$0")/.." && pwd)
 work="$root_dir/target/idle-vm"
 accel=${VM_ACCEL:-tcg}
 mem=${VM_MEM:-8G}
@@ -42,16 +48,18 @@ cpus=${VM_CPUS:-2}
 need_pkgs=()
 command -v qemu-system-x86_64 >/dev/null || need_pkgs+=(qemu-system-x86)
 command -v cpio >/dev/null || need_pkgs+=(cpio)
+command -v strip >/dev/null || need_pkgs+=(binutils)
 # Debian's busybox-static: the initramfs has no C library for a dynamic one.
 static_busybox() { [ -x /bin/busybox ] && { ldd "$(readlink -f /bin/busybox)" 2>&1 || true; } | grep -q "not a dynamic"; }
 static_busybox || need_pkgs+=(busybox-static)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "idle_connections_vm: needs ${need_pkgs[*]}: sudo apt-get install ${need_pkgs[*]}" >&2
-        exit 2
+        exit 4
     fi
     echo "installing ${need_pkgs[*]} (Debian)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need_pkgs[@]}" >/dev/null
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 
 echo "building the example"
@@ -61,10 +69,10 @@ exe="$root_dir/target/release/examples/idle_connections"
 mkdir -p "$work"
 kernel=$(ls "$work"/kernel/boot/vmlinuz-* 2>/dev/null | head -n1 || true)
 if [ -z "$kernel" ]; then
-    pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')
-    [ -n "$pkg" ] || { echo "idle_connections_vm: apt-cache names no linux-image-amd64 kernel" >&2; exit 2; }
+    pkg=$({ apt-cache depends linux-image-amd64 2>/dev/null || true; } | awk '/Depends: linux-image-/ {print $2; exit}')
+    [ -n "$pkg" ] || { echo "idle_connections_vm: apt-cache names no linux-image-amd64 kernel (a Debian machine with its package lists is needed)" >&2; exit 4; }
     echo "downloading $pkg (Debian)"
-    (cd "$work" && rm -f linux-image-*.deb && apt-get download "$pkg" >/dev/null 2>&1 && dpkg -x linux-image-*.deb kernel)
+    (cd "$work" && rm -f linux-image-*.deb && apt-get download -q "$pkg" >/dev/null && dpkg -x linux-image-*.deb kernel)
     kernel=$(ls "$work"/kernel/boot/vmlinuz-* | head -n1)
 fi
 
@@ -96,23 +104,38 @@ chmod +x "$rootfs/init"
 (cd "$rootfs" && find . | cpio -o -H newc 2>/dev/null | gzip -1 > "$work/initramfs.gz")
 
 log="$work/vm.log"
+rm -f "$log"
 echo "starting the VM ($accel, $cpus CPUs, $mem; $(basename "$kernel")); its console goes to $log (tail -f it to follow)"
 list=$(IFS=,; echo "${runs[*]}")
-# Bounded: 10 minutes to boot, and 20 minutes for each run's 100 000 connections.
-largest=$(printf '%s\n' "${runs[@]}" | sort -n | tail -n1)
-limit=$((600 + 1200 * ${#runs[@]} * ((largest + 99999) / 100000)))
+# Bounded: 10 minutes to boot, and 20 minutes for each started 100 000
+# connections of each run.
+limit=600
+for n in "${runs[@]}"; do limit=$((limit + 1200 * ((n + 99999) / 100000))); done
+qemu_status=0
 timeout "$limit" qemu-system-x86_64 -accel "$accel" -smp "$cpus" -m "$mem" -nic none \
     -kernel "$kernel" -initrd "$work/initramfs.gz" \
     -append "console=ttyS0 quiet panic=-1 brisk.runs=$list" \
-    -display none -monitor none -serial "file:$log" -no-reboot </dev/null || true
+    -display none -monitor none -serial "file:$log" -no-reboot </dev/null || qemu_status=$?
+if [ "$qemu_status" = 124 ]; then
+    echo "idle_connections_vm: the VM did not finish within ${limit} s" >&2
+elif [ "$qemu_status" != 0 ]; then
+    echo "idle_connections_vm: qemu failed (exit status $qemu_status)" >&2
+fi
+[ -f "$log" ] || { echo "idle_connections_vm: the VM wrote no console log" >&2; exit 3; }
 tr -d '\r' < "$log" | grep -v -e '^\s*$' -e 'connections open (' -e 'SeaBIOS' -e 'Booting from' -e '\[' || true
 
+# Each run's exit status, in order: the `=== exit` line after its `=== run`
+# line and before the next one ("none" when it has none).
+mapfile -t codes < <(tr -d '\r' < "$log" | awk '
+    /^=== run: / { if (open) print "none"; open = 1; next }
+    /^=== exit / && open { print $3; open = 0 }
+    END { if (open) print "none" }')
 status=0
-for n in "${runs[@]}"; do
-    code=$(tr -d '\r' < "$log" | awk -v n="$n" '$0 ~ "^=== run: idle_connections --connections " n " " {want=1; next} want && /^=== exit / {print $3; exit}')
-    if [ -z "$code" ]; then
-        echo "idle_connections_vm: no result for $n connections (see $log)" >&2
-        status=2
+for i in "${!runs[@]}"; do
+    code=${codes[$i]:-none}
+    if ! [[ "$code" =~ ^[0-9]+$ ]]; then
+        echo "idle_connections_vm: no result for ${runs[$i]} connections (see $log)" >&2
+        [ "$status" = 0 ] && status=3
     elif [ "$code" != 0 ] && [ "$status" = 0 ]; then
         status=$code
     fi

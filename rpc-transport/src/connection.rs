@@ -65,6 +65,8 @@ struct Shared {
     busy_poll_reads: AtomicU64,
     /// Frames that arrived while the reader was polling for them.
     busy_polled_frames: AtomicU64,
+    /// Polling turns, with no call in flight, that offered the core.
+    busy_poll_core_offers: AtomicU64,
 }
 
 impl Shared {
@@ -272,6 +274,7 @@ impl Connection {
             close: close.clone(),
             busy_poll_reads: AtomicU64::new(0),
             busy_polled_frames: AtomicU64::new(0),
+            busy_poll_core_offers: AtomicU64::new(0),
         });
         let activity = Arc::new(Activity::default());
         let reader = FrameReader::new(
@@ -559,6 +562,14 @@ impl Connection {
         self.shared.busy_polled_frames.load(Ordering::Relaxed)
     }
 
+    /// Turns of the reader's busy poll that found nothing while the client
+    /// had no call in flight, and so offered the thread's core to another
+    /// thread (`std::thread::yield_now`) before polling on: the caller of
+    /// the next call may be waiting for a core.
+    pub fn busy_poll_core_offers(&self) -> u64 {
+        self.shared.busy_poll_core_offers.load(Ordering::Relaxed)
+    }
+
     /// Calls waiting for a response on this connection.
     pub fn pending_count(&self) -> usize {
         self.shared.pending.len()
@@ -761,21 +772,23 @@ async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
             _ = tokio::task::yield_now(), if polling => {
                 if reader.read_now() {
                     shared.busy_poll_reads.fetch_add(1, Ordering::Relaxed);
-                } else if shared.pending.client_in_flight() > 0 && shared.waits_for_nothing() {
-                    // The client's call went to another of its connections
-                    // (calls that overlapped moved the client's `fixed`
-                    // connections on): its answer will not come here.
-                    poll.stop();
                 } else if shared.pending.client_in_flight() == 0 {
                     // Nothing can be answered before the caller's next call,
                     // and the caller may be on another thread (a runtime
                     // worker that took its task, a blocking caller): this
-                    // thread's core is offered to it. Spinning on with both
-                    // cores of a small machine held by polls (this one and
-                    // the server's) left that thread without a core until a
-                    // poll ran out: 1:1 p99 at the 200 µs limit, measured
-                    // (BENCHMARKS.md, "The client's poll yields its core").
+                    // thread's core is offered to whatever waits for it on
+                    // this CPU. Spinning on with both cores of a small
+                    // machine held by polls (this one and the server's) left
+                    // that thread without a core until a poll ran out: 1:1
+                    // p99 at the 200 µs limit, measured (BENCHMARKS.md,
+                    // "The client's poll offers its core").
+                    shared.busy_poll_core_offers.fetch_add(1, Ordering::Relaxed);
                     std::thread::yield_now();
+                } else if shared.waits_for_nothing() {
+                    // The client's call went to another of its connections
+                    // (calls that overlapped moved the client's `fixed`
+                    // connections on): its answer will not come here.
+                    poll.stop();
                 }
                 continue;
             }
