@@ -7,14 +7,15 @@
 #[path = "support/blocking_echo.rs"]
 mod blocking_echo;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use blocking_echo::{echo_call, echo_server};
-use rpc_transport::ClientTransport;
+use rpc_transport::{ClientTransport, Connection};
 
-/// Makes `calls` calls one after another; returns the answers the reader's
-/// poll read itself.
-async fn lone_calls(busy_poll: Duration, calls: u64) -> u64 {
+/// A connection to a fresh echo server, polling for answers up to
+/// `busy_poll`, after `calls` calls made one after another.
+async fn after_lone_calls(busy_poll: Duration, calls: u64) -> Arc<Connection> {
     let (addr, _) = echo_server(1);
     let transport = ClientTransport {
         busy_poll,
@@ -24,6 +25,13 @@ async fn lone_calls(busy_poll: Duration, calls: u64) -> u64 {
     for i in 0..calls {
         echo_call(&conn, i).await;
     }
+    conn
+}
+
+/// Makes `calls` calls one after another; returns the answers the reader's
+/// poll read itself.
+async fn lone_calls(busy_poll: Duration, calls: u64) -> u64 {
+    let conn = after_lone_calls(busy_poll, calls).await;
     let polled = conn.busy_poll_reads();
     conn.close("done");
     polled
@@ -60,15 +68,7 @@ async fn a_lone_callers_answers_are_read_by_the_poll_on_two_workers() {
 /// returns the turns on which the reader's poll offered its thread's core,
 /// checking that no more come once the limit has passed.
 async fn core_offers(busy_poll: Duration, calls: u64) -> u64 {
-    let (addr, _) = echo_server(1);
-    let transport = ClientTransport {
-        busy_poll,
-        ..ClientTransport::default()
-    };
-    let conn = rpc_transport::connect(&addr, &transport).await.unwrap();
-    for i in 0..calls {
-        echo_call(&conn, i).await;
-    }
+    let conn = after_lone_calls(busy_poll, calls).await;
     tokio::time::sleep(busy_poll + Duration::from_millis(20)).await;
     let offers = conn.busy_poll_core_offers();
     tokio::time::sleep(Duration::from_millis(20)).await;
