@@ -362,7 +362,7 @@ fn postgres_url() -> Option<String> {
         _ => {
             eprintln!(
                 "note: BRISK_TEST_POSTGRES_URL is not set; skipping the PostgreSQL test \
-                 (e.g. BRISK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:55432/postgres)"
+                 (e.g. BRISK_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:15432/postgres)"
             );
             None
         }
