@@ -100,12 +100,12 @@
 mod idle;
 mod live;
 mod on_frame;
+mod pool_side;
 mod stop_watch;
 mod worker_reads;
 
 use std::borrow::Cow;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -113,7 +113,6 @@ use std::time::{Duration, Instant};
 
 use futures::future::Either;
 use futures::stream::{FuturesUnordered, StreamExt};
-use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
 use rpc_transport::{BusyPoll, FrameReader, Inbound, ReadNow, Reserved, WriteNow};
@@ -122,15 +121,16 @@ use tracing::{debug, warn};
 
 use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
-use crate::dispatch::{start_call, InFlight};
+use crate::dispatch::InFlight;
 use crate::listener::{Accepted, Peer};
-use crate::reply::{pool_news, Lender, Outbox, PoolAnswers};
+use crate::reply::{pool_news, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
 use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
-use on_frame::{answer_expired, answer_too_large, Conn, PoolLane};
+use on_frame::{answer_expired, answer_too_large, Conn};
+use pool_side::{LazyPoolSide, PoolLane};
 use stop_watch::{Stop, StopWatch};
-use worker_reads::{drain_started, RunLoans, WorkerReads, LENT_READ_TICK};
+use worker_reads::{drain_started, RunLoans, LENT_READ_TICK};
 
 /// Serves a plain connection, TCP or Unix (split with `into_split`, the
 /// fast path); `ticket` is its place in the admission table, held until the
@@ -246,55 +246,26 @@ async fn serve_halves<R, W>(
     )
     .with_counters(ctx.metrics.io.clone())
     .with_budget(ctx.frame_budget.clone());
-    // Calls workers started from requests they read themselves (a lone
-    // caller's, on the read side lent to them; see `worker_reads`).
+    // The connection's side of the worker pool (pool mode only), made by
+    // its first request that goes there: a connection that sends none holds
+    // none of it (see `pool_side`).
+    // SAFETY: declared after `outbox` and `reader`, so dropped — which ends
+    // every worker's use of the socket — before they drop its halves.
+    let pool_side = unsafe { LazyPoolSide::new(&ctx, socket, &ticket) };
+    // Once made: the pool and where its threads put this connection's
+    // answers, and the calls workers started from requests they read
+    // themselves (a lone caller's, on the read side lent to them; see
+    // `worker_reads`).
+    let mut pool_lane: Option<&PoolLane<'_>> = None;
+    let mut pooled: Option<&PoolAnswers> = None;
     let mut worker_started = None;
-    // The pool and where its threads put this connection's answers (pool
-    // mode only).
-    let pool_lane = ctx.dispatcher.pool().map(|pool| PoolLane {
-        pool,
-        answers: Arc::new({
-            let (reads, started) = WorkerReads::new(
-                ctx.clone(),
-                peer_addr.addr,
-                ticket.activity().quiet_marker(),
-            );
-            worker_started = Some(started);
-            // SAFETY: `_lend_ends` below closes the answers before `outbox`
-            // and `reader`, declared before it, drop the socket's halves.
-            unsafe {
-                PoolAnswers::new(transport.max_frame_size)
-                    .with_compression(ctx.config.compression)
-                    .lending(socket.map(|socket| Lender {
-                        socket,
-                        keep: outbox.high_water(),
-                        io: ctx.metrics.io.clone(),
-                        stats: ctx.stats.clone(),
-                        quiet: ticket.activity().quiet_marker(),
-                    }))
-                    .reading(
-                        reads,
-                        transport
-                            .read_buffer_max
-                            .max(transport.read_buffer_min)
-                            .min(transport.max_frame_size),
-                        ctx.config.max_in_flight_per_connection,
-                    )
-            }
-        }),
-    });
-    let pooled = pool_lane.as_ref().map(|lane| &*lane.answers);
-    // Dropped before `outbox` and `reader` (declared before it), however
-    // this task ends: no worker writes the socket once its halves may be
-    // gone.
-    let _lend_ends = ClosesOnDrop(pooled);
 
     let in_flight = Arc::new(InFlight::default());
     // Streaming calls, run by this task; their frames come back through
     // the table's queue.
     let mut streams = ConnStreams::default();
     // Calls in progress, on this task and on the pool, and streams open.
-    let calls = |streams: &ConnStreams| {
+    let calls = |streams: &ConnStreams, pooled: Option<&PoolAnswers>| {
         in_flight.get() + pooled.map_or(0, |p| p.in_flight()) + streams.len()
     };
     let max_in_flight = ctx.config.max_in_flight_per_connection;
@@ -409,7 +380,7 @@ async fn serve_halves<R, W>(
                     break;
                 }
                 // Quiet for a while: give back what the calls left behind.
-                Check::Tidy if calls(&streams) == 0 => {
+                Check::Tidy if calls(&streams, pooled) == 0 => {
                     live.release();
                     outbox.release();
                     if let Some(pooled) = pooled {
@@ -430,7 +401,10 @@ async fn serve_halves<R, W>(
                 Check::Tidy => {}
             }
         }
-        while calls(&streams) < max_in_flight && outbox.has_room() {
+        // A request of this batch may make the connection's side of the pool
+        // (then counted from the next frame on).
+        let made = || pool_side.as_ref()?.get().map(|side| &*side.lane.answers);
+        while calls(&streams, pooled.or_else(made)) < max_in_flight && outbox.has_room() {
             // The frame, the request and what routed it live in this block
             // only: kept across the `poll!` below, they would make every
             // connection's future, an idle connection's memory, larger.
@@ -454,20 +428,16 @@ async fn serve_halves<R, W>(
                 called |= frame.header.kind == FrameKind::Request;
                 let conn = Conn {
                     ctx: &ctx,
-                    pool_lane: pool_lane.as_ref(),
+                    pool_side: pool_side.as_ref(),
                     peer: peer_addr.addr,
                     stopping,
                     evicted: evicted.then_some(&ticket),
                     pooled: &pooled_now,
                 };
-                let Some((call, req)) =
-                    conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams)
-                else {
-                    continue;
-                };
-                let cancel = req.cx.cancellation().clone();
-                let running = AssertUnwindSafe(start_call(&ctx, call.route, req)).catch_unwind();
-                (call, cancel, running)
+                match conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams) {
+                    Some(started) => started,
+                    None => continue,
+                }
             };
             // Poll the handler once right here: most finish at once (no I/O),
             // are answered into this batch and never need a slot in `direct`.
@@ -495,9 +465,17 @@ async fn serve_halves<R, W>(
                 }
             }
         }
+        if pool_lane.is_none() {
+            // The batch's first request to the pool made its side of it.
+            if let Some(side) = pool_side.as_ref().and_then(LazyPoolSide::get) {
+                pool_lane = Some(&side.lane);
+                pooled = Some(&*side.lane.answers);
+                worker_started = Some(&side.started);
+            }
+        }
         // The batch's pooled calls were submitted quietly: one wake-up for
         // all of them, and none if a worker is awake to take them.
-        if let (true, Some(lane)) = (called, &pool_lane) {
+        if let (true, Some(lane)) = (called, pool_lane) {
             lane.pool.wake_idle();
             busy_poll.start_over();
         }
@@ -508,7 +486,7 @@ async fn serve_halves<R, W>(
             // and left for this task, which comes before the socket.
             if std::mem::take(&mut read_lent) {
                 run_loans.back(pooled.worker_bytes(), pooled.read_loans());
-                if let Some(started) = &worker_started {
+                if let Some(started) = worker_started {
                     drain_started(&ctx, started, &mut live);
                 }
                 if let Some(handed) = pooled.take_handed() {
@@ -522,7 +500,7 @@ async fn serve_halves<R, W>(
             streams.run_woken().await;
             streams.write_into(&mut outbox);
         }
-        if calls(&streams) == 0 {
+        if calls(&streams, pooled) == 0 {
             idle.quiet(
                 tokio::time::Instant::from_std(clock),
                 bytes_in(&reader, pooled),
@@ -548,7 +526,7 @@ async fn serve_halves<R, W>(
         if std::mem::take(&mut lent) {
             call_activity.resync();
         }
-        call_activity.after_batch(called, calls(&streams) > 0, clock);
+        call_activity.after_batch(called, calls(&streams, pooled) > 0, clock);
         // The batch is handled: write its answers now, as far as the socket
         // takes them without waiting.
         let answering = !outbox.is_empty();
@@ -561,11 +539,11 @@ async fn serve_halves<R, W>(
             busy_poll.waits(clock, !pending && !stopping && outbox.is_empty());
         }
 
-        if stopping && calls(&streams) == 0 && next_frame.is_none() {
+        if stopping && calls(&streams, pooled) == 0 && next_frame.is_none() {
             drained = true;
             break;
         }
-        let can_read = calls(&streams) < max_in_flight && outbox.has_room();
+        let can_read = calls(&streams, pooled) < max_in_flight && outbox.has_room();
         // Hot branches first: the waiters below are polled (a lock each) only
         // when the read has to wait.
         let was_stopping = stopping;
@@ -595,7 +573,7 @@ async fn serve_halves<R, W>(
                         .partial_frame()
                         .is_some_and(|len| len <= answers.max_request() as u64)
                 }))
-            && pool_lane.as_ref().is_some_and(|lane| {
+            && pool_lane.is_some_and(|lane| {
                 if !lane.answers.lends_reads() {
                     return false;
                 }
@@ -627,7 +605,7 @@ async fn serve_halves<R, W>(
         if lend_read && !reader.is_drained() {
             // The start of a request, buffered: the worker that reads next
             // completes it (if none does, it comes back with the read side).
-            if let Some(lane) = &pool_lane {
+            if let Some(lane) = pool_lane {
                 lane.answers.seed(|inbox| reader.hand_partial(inbox));
             }
         }
@@ -683,10 +661,10 @@ async fn serve_halves<R, W>(
                 streams.write_into(&mut outbox);
             }
             _ = pool_news(
-                pool_lane.as_ref().map(|l| &l.answers),
-                || pool_lane.as_ref().is_some_and(|l| l.pool.tasks_in_flight() == 1),
+                pool_lane.map(|l| &l.answers),
+                || pool_lane.is_some_and(|l| l.pool.tasks_in_flight() == 1),
                 lend,
-                pool_lane.as_ref().filter(|_| lend_read).map(|l| l.pool),
+                pool_lane.filter(|_| lend_read).map(|l| l.pool),
             ) => {
                 // The read side came back (or could not be lent): this task
                 // reads for at least one turn, so a refused loan is not
@@ -714,11 +692,16 @@ async fn serve_halves<R, W>(
             _ = tokio::task::yield_now(), if polling && !lend_read => polled = reader.read_now(),
         }
     }
+    // The pool side as it ended: the loop may have left in the batch whose
+    // first request made it.
+    let pool_side_made = pool_side.as_ref().and_then(LazyPoolSide::get);
+    let pooled = pool_side_made.map(|side| &*side.lane.answers);
+    let worker_started = pool_side_made.map(|side| &side.started);
     // The socket back from the workers, and what they left first in line;
     // the calls they started join the table (cancelled with it below).
     if let Some(pooled) = pooled {
         outbox.take_pooled(pooled);
-        if let Some(started) = &worker_started {
+        if let Some(started) = worker_started {
             drain_started(&ctx, started, &mut live);
         }
         // Bytes a loan ended with (a loop that stopped while it lent, at an
@@ -731,7 +714,7 @@ async fn serve_halves<R, W>(
     // Calls still running here are abandoned (a forced stop, a broken
     // connection): the server may have run them, so the client must not be
     // told "not run" (`TooManyConnections`) for them.
-    let abandoned = calls(&streams) > 0;
+    let abandoned = calls(&streams, pooled) > 0;
     // Whatever still runs has nobody to answer: handlers that look see
     // their context cancelled.
     live.cancel_all();
@@ -836,18 +819,6 @@ impl Timers<'_, '_> {
                 "the client took no answer for a while: its share of the frame budget goes back");
         }
         self.idle.check(now, bytes_read)
-    }
-}
-
-/// Closes a connection's pool answers when dropped, so that however its task
-/// ends, workers stop writing its socket before the socket's halves drop.
-struct ClosesOnDrop<'a>(Option<&'a PoolAnswers>);
-
-impl Drop for ClosesOnDrop<'_> {
-    fn drop(&mut self) {
-        if let Some(answers) = self.0 {
-            answers.close();
-        }
     }
 }
 

@@ -25,6 +25,6 @@ mod pool_answers;
 mod pool_reads;
 
 pub(crate) use frame::ReplyTo;
-pub(crate) use outbox::Outbox;
+pub(crate) use outbox::{high_water_mark, Outbox};
 pub(crate) use pool_answers::{pool_news, AnswerSlot, Lender, PoolAnswers};
 pub(crate) use pool_reads::TakeRequest;

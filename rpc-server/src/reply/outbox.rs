@@ -74,6 +74,12 @@ pub(crate) struct Outbox<W> {
     counters: Arc<IoCounters>,
 }
 
+/// The high-water mark of an outbox made with `transport`: unwritten bytes
+/// past which its connection stops reading ([`Outbox::high_water`]).
+pub(crate) fn high_water_mark(transport: &TransportConfig) -> usize {
+    4 * transport.max_batch_bytes.max(1)
+}
+
 impl<W: AsyncWrite + Unpin> Outbox<W> {
     pub fn new(io: W, transport: &TransportConfig, counters: Arc<IoCounters>) -> Self {
         Outbox {
@@ -174,7 +180,8 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
         self.buf.len() - self.written < self.high_water()
     }
 
-    /// Unwritten bytes past which the connection stops reading.
+    /// Unwritten bytes past which the connection stops reading
+    /// ([`high_water_mark`] of its settings).
     #[inline]
     pub fn high_water(&self) -> usize {
         4 * self.max_batch

@@ -1,0 +1,211 @@
+//! [`PoolSide`]: what a pool-dispatch connection shares with the worker
+//! pool — where the workers put its answers ([`PoolAnswers`], with the
+//! socket it lends them) and the calls they start from requests they read
+//! themselves — made with the connection's first request, not when the
+//! connection is accepted.
+//!
+//! # Why made late
+//!
+//! A connection that never sends a request — a silent socket, a client's
+//! spare connection, one that only pings — has nothing on the pool, and
+//! would hold all this for nothing: the answers' hand-over with the lent
+//! socket's state (a 352-byte allocation), the request taker (72 bytes)
+//! and the list of the calls workers started (48 bytes), about 500 bytes of
+//! heap with the allocator's own — an eighth of what an idle connection
+//! costs the server (BENCHMARKS.md, "Idle connections: the pool side made
+//! with the first request"). Once made it stays until the connection ends:
+//! a connection that called once is likely to call again, and its tidy
+//! gives the buffers back already (`PoolAnswers::release`).
+//!
+//! # The socket lent
+//!
+//! The answers may write (and read) the connection's socket from a worker
+//! thread while the task lends it. [`LazyPoolSide`] closes them when it
+//! drops — after which no worker touches the socket — and must drop before
+//! the socket's halves: the connection declares it after its reader and
+//! outbox.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use rpc_transport::RawSocket;
+
+use super::worker_reads::{Started, WorkerReads};
+use crate::admission::Ticket;
+use crate::ctx::ServerCtx;
+use crate::pool::WorkerPool;
+use crate::reply::{high_water_mark, Lender, PoolAnswers};
+
+/// A connection's way to the worker pool: the pool, and where its threads
+/// put this connection's answers.
+pub(super) struct PoolLane<'a> {
+    pub(super) pool: &'a WorkerPool,
+    pub(super) answers: Arc<PoolAnswers>,
+}
+
+/// A connection's side of the worker pool (see the module docs).
+pub(super) struct PoolSide<'a> {
+    /// The pool, and where its workers put this connection's answers.
+    pub(super) lane: PoolLane<'a>,
+    /// Calls workers started from requests they read themselves, for the
+    /// task's live-call table (`worker_reads::drain_started`).
+    pub(super) started: Arc<Mutex<Vec<Started>>>,
+}
+
+/// A connection's [`PoolSide`], made by the first request that goes to the
+/// pool ([`get_or_make`](Self::get_or_make)); closes its answers when
+/// dropped (see the module docs). It lives in the connection's future,
+/// which an idle connection holds too: it keeps only what the connection's
+/// frame handling cannot give it when the request comes.
+pub(super) struct LazyPoolSide<'a> {
+    made: OnceLock<PoolSide<'a>>,
+    /// The connection's plain socket (none for TLS: nothing is lent then).
+    socket: Option<RawSocket>,
+    ticket: &'a Ticket,
+}
+
+impl<'a> LazyPoolSide<'a> {
+    /// The pool side of a connection on `socket`, not made yet; `None`
+    /// unless `ctx`'s server dispatches to a worker pool.
+    ///
+    /// # Safety
+    ///
+    /// It must drop before `socket` is closed: the connection declares it
+    /// after its reader and outbox, whose drop closes the socket's halves
+    /// (see the module docs).
+    pub(super) unsafe fn new(
+        ctx: &ServerCtx,
+        socket: Option<RawSocket>,
+        ticket: &'a Ticket,
+    ) -> Option<Self> {
+        ctx.dispatcher.pool()?;
+        Some(LazyPoolSide {
+            made: OnceLock::new(),
+            socket,
+            ticket,
+        })
+    }
+
+    /// The pool side, if a request made it.
+    #[inline]
+    pub(super) fn get(&self) -> Option<&PoolSide<'a>> {
+        self.made.get()
+    }
+
+    /// The pool side, made now for the connection from `peer` of `ctx`'s
+    /// server if no request made it yet. `None` only if `ctx` has no pool
+    /// (it had one when this was made: `new`).
+    #[inline]
+    pub(super) fn get_or_make(
+        &self,
+        ctx: &'a Arc<ServerCtx>,
+        peer: Option<SocketAddr>,
+    ) -> Option<&PoolSide<'a>> {
+        match self.made.get() {
+            Some(side) => Some(side),
+            None => self.make(ctx, peer),
+        }
+    }
+
+    /// Makes the pool side (once: the connection's task is the only caller).
+    #[cold]
+    #[inline(never)]
+    fn make(&self, ctx: &'a Arc<ServerCtx>, peer: Option<SocketAddr>) -> Option<&PoolSide<'a>> {
+        let pool: &'a WorkerPool = ctx.dispatcher.pool()?;
+        let transport = &ctx.config.transport;
+        let quiet = || self.ticket.activity().quiet_marker();
+        let (reads, started) = WorkerReads::new(ctx.clone(), peer, quiet());
+        // SAFETY: `new`'s contract: this drops, closing the answers, before
+        // the socket is closed.
+        let answers = unsafe {
+            PoolAnswers::new(transport.max_frame_size)
+                .with_compression(ctx.config.compression)
+                .lending(self.socket.map(|socket| Lender {
+                    socket,
+                    keep: high_water_mark(transport),
+                    io: ctx.metrics.io.clone(),
+                    stats: ctx.stats.clone(),
+                    quiet: quiet(),
+                }))
+                .reading(
+                    reads,
+                    transport
+                        .read_buffer_max
+                        .max(transport.read_buffer_min)
+                        .min(transport.max_frame_size),
+                    ctx.config.max_in_flight_per_connection,
+                )
+        };
+        let side = PoolSide {
+            lane: PoolLane {
+                pool,
+                answers: Arc::new(answers),
+            },
+            started,
+        };
+        Some(self.made.get_or_init(|| side))
+    }
+}
+
+/// However the connection's task ends: no worker writes or reads the socket
+/// after this.
+impl Drop for LazyPoolSide<'_> {
+    fn drop(&mut self) {
+        if let Some(side) = self.made.get() {
+            side.lane.answers.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use rpc_core::modes::Dispatch;
+
+    use super::*;
+    use crate::admission::{Admission, Admit};
+    use crate::config::ServerConfig;
+    use crate::router::Router;
+
+    /// A server context for `dispatch`, and a ticket of its admission table.
+    fn server(dispatch: Dispatch) -> (Arc<ServerCtx>, Ticket) {
+        let config = ServerConfig::default().with_dispatch(dispatch);
+        let admission = Arc::new(Admission::new(&config, Default::default()));
+        let ctx = ServerCtx::new(config, Router::new(), Vec::new(), Default::default()).unwrap();
+        let Admit::Accepted(ticket) = admission.admit(None, Instant::now()) else {
+            panic!("the first connection is let in");
+        };
+        (Arc::new(ctx), ticket)
+    }
+
+    #[test]
+    fn made_once_by_the_first_request_on_a_pool_and_never_for_direct_dispatch() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _runtime = rt.enter();
+
+        let (ctx, ticket) = server(Dispatch::Pool);
+        // SAFETY: no socket is lent (`socket: None`).
+        let side = unsafe { LazyPoolSide::new(&ctx, None, &ticket) }.unwrap();
+        assert!(side.get().is_none(), "nothing before the first request");
+        let first: *const PoolSide = side.get_or_make(&ctx, None).unwrap();
+        let again: *const PoolSide = side.get_or_make(&ctx, None).unwrap();
+        assert_eq!(first, again, "made once, then the same one");
+        let made = side.get().unwrap();
+        assert_eq!(made.lane.answers.in_flight(), 0);
+        assert!(
+            !made.lane.answers.lends(),
+            "no plain socket, nothing to lend"
+        );
+        drop(side);
+
+        let (ctx, ticket) = server(Dispatch::Direct);
+        // SAFETY: as above.
+        let side = unsafe { LazyPoolSide::new(&ctx, None, &ticket) };
+        assert!(side.is_none(), "direct dispatch has no pool side");
+    }
+}
