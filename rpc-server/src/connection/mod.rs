@@ -246,8 +246,8 @@ async fn serve_halves<R, W>(
     )
     .with_counters(ctx.metrics.io.clone())
     .with_budget(ctx.frame_budget.clone());
-    // The connection's side of the worker pool (pool mode only), made by
-    // its first request that goes there: a connection that sends none holds
+    // The connection's side of the worker pool (pool mode only), made for
+    // its first request: a connection that sends none holds
     // none of it (see `pool_side`).
     // SAFETY: declared after `outbox` and `reader`, so dropped — which ends
     // every worker's use of the socket — before they drop its halves.
@@ -466,7 +466,7 @@ async fn serve_halves<R, W>(
             }
         }
         if pool_lane.is_none() {
-            // The batch's first request to the pool made its side of it.
+            // The batch's first request made the connection's pool side.
             if let Some(side) = pool_side.as_ref().and_then(LazyPoolSide::get) {
                 pool_lane = Some(&side.lane);
                 pooled = Some(&*side.lane.answers);

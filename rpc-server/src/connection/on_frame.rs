@@ -212,8 +212,8 @@ impl<'a> DirectCall<'a> {
 /// What handling one frame needs to know of its connection.
 pub(super) struct Conn<'a, 'b> {
     pub(super) ctx: &'a Arc<ServerCtx>,
-    /// Pool dispatch only: the connection's side of the pool, made by its
-    /// first request that goes there.
+    /// Pool dispatch only: the connection's side of the pool, made for its
+    /// first request.
     pub(super) pool_side: Option<&'b LazyPoolSide<'a>>,
     /// The peer's address; none on a Unix socket.
     pub(super) peer: Option<SocketAddr>,
@@ -248,9 +248,8 @@ impl<'a> Conn<'a, '_> {
     /// handler (pongs, errors) go into `answers`.
     ///
     /// Inlined into its one caller, the connection's loop: out of line, its
-    /// result (a direct call and its request, hundreds of bytes) went
-    /// through a return slot and was moved again, ~70 instructions a call
-    /// (callgrind, direct dispatch at 1:100).
+    /// result would go through a return slot and be moved once more for
+    /// every call.
     #[inline(always)]
     pub(super) fn on_frame<W: AsyncWrite + Unpin>(
         &self,
@@ -294,10 +293,11 @@ impl<'a> Conn<'a, '_> {
         }
         self.ctx.stats.requests.add(1);
         let stream = frame.header.kind == FrameKind::StreamOpen;
-        // The pool side, made by the connection's first request (before the
-        // request is opened: made after, it moved every pooled call's parts
-        // once more).
-        let side = match stream {
+        // The pool side, made for the connection's first unary request
+        // (refused ones too, but not while stopping, which refuses every
+        // request). Looked up before the request is opened, so the call's
+        // parts are built where they stay.
+        let side = match stream || self.stopping {
             false => self
                 .pool_side
                 .and_then(|side| side.get_or_make(self.ctx, self.peer)),
@@ -326,6 +326,11 @@ impl<'a> Conn<'a, '_> {
             }
             return None;
         }
+        debug_assert_eq!(
+            side.is_some(),
+            self.pool_side.is_some(),
+            "a pooled connection's unary call goes to its pool"
+        );
         match side {
             Some(side) => {
                 let lane = &side.lane;

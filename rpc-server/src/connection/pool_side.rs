@@ -1,21 +1,20 @@
 //! [`PoolSide`]: what a pool-dispatch connection shares with the worker
 //! pool — where the workers put its answers ([`PoolAnswers`], with the
 //! socket it lends them) and the calls they start from requests they read
-//! themselves — made with the connection's first request, not when the
-//! connection is accepted.
+//! themselves — made when the connection reads its first request (a unary
+//! one, while the server is not stopping), not when it is accepted.
 //!
 //! # Why made late
 //!
-//! A connection that never sends a request — a silent socket, a client's
-//! spare connection, one that only pings — has nothing on the pool, and
-//! would hold all this for nothing: the answers' hand-over with the lent
-//! socket's state (a 352-byte allocation), the request taker (72 bytes)
-//! and the list of the calls workers started (48 bytes), about 500 bytes of
-//! heap with the allocator's own — an eighth of what an idle connection
-//! costs the server (BENCHMARKS.md, "Idle connections: the pool side made
-//! with the first request"). Once made it stays until the connection ends:
-//! a connection that called once is likely to call again, and its tidy
-//! gives the buffers back already (`PoolAnswers::release`).
+//! A connection that never sends such a request — a silent socket, a
+//! client's spare connection, one that only pings or opens streams (which
+//! run on the connection's task) — has nothing on the pool, and would hold
+//! all this for nothing: several hundred bytes of heap, a seventh of what
+//! an idle connection costs the server (BENCHMARKS.md, "Idle connections:
+//! the pool side made with the first request"). Once made it stays until
+//! the connection ends: a connection that called once is likely to call
+//! again, and its tidy gives the buffers back already
+//! (`PoolAnswers::release`).
 //!
 //! # The socket lent
 //!
@@ -53,12 +52,14 @@ pub(super) struct PoolSide<'a> {
     pub(super) started: Arc<Mutex<Vec<Started>>>,
 }
 
-/// A connection's [`PoolSide`], made by the first request that goes to the
-/// pool ([`get_or_make`](Self::get_or_make)); closes its answers when
+/// A connection's [`PoolSide`], made for its first request
+/// ([`get_or_make`](Self::get_or_make)); closes its answers when
 /// dropped (see the module docs). It lives in the connection's future,
 /// which an idle connection holds too: it keeps only what the connection's
 /// frame handling cannot give it when the request comes.
 pub(super) struct LazyPoolSide<'a> {
+    /// A `OnceLock`, not a `OnceCell`: the connection's future holds a
+    /// reference to this across its awaits and must stay `Send`.
     made: OnceLock<PoolSide<'a>>,
     /// The connection's plain socket (none for TLS: nothing is lent then).
     socket: Option<RawSocket>,
@@ -108,11 +109,21 @@ impl<'a> LazyPoolSide<'a> {
         }
     }
 
-    /// Makes the pool side (once: the connection's task is the only caller).
+    /// Makes the pool side (the connection's task is the only caller).
     #[cold]
     #[inline(never)]
     fn make(&self, ctx: &'a Arc<ServerCtx>, peer: Option<SocketAddr>) -> Option<&PoolSide<'a>> {
         let pool: &'a WorkerPool = ctx.dispatcher.pool()?;
+        Some(self.made.get_or_init(|| self.parts(ctx, pool, peer)))
+    }
+
+    /// The parts of the pool side of the connection from `peer`, on `pool`.
+    fn parts(
+        &self,
+        ctx: &'a Arc<ServerCtx>,
+        pool: &'a WorkerPool,
+        peer: Option<SocketAddr>,
+    ) -> PoolSide<'a> {
         let transport = &ctx.config.transport;
         let quiet = || self.ticket.activity().quiet_marker();
         let (reads, started) = WorkerReads::new(ctx.clone(), peer, quiet());
@@ -137,14 +148,13 @@ impl<'a> LazyPoolSide<'a> {
                     ctx.config.max_in_flight_per_connection,
                 )
         };
-        let side = PoolSide {
+        PoolSide {
             lane: PoolLane {
                 pool,
                 answers: Arc::new(answers),
             },
             started,
-        };
-        Some(self.made.get_or_init(|| side))
+        }
     }
 }
 
@@ -162,11 +172,14 @@ impl Drop for LazyPoolSide<'_> {
 mod tests {
     use std::time::Instant;
 
+    use bytes::{Bytes, BytesMut};
     use rpc_core::modes::Dispatch;
+    use rpc_core::{RpcResponse, SerializerKind};
 
     use super::*;
     use crate::admission::{Admission, Admit};
     use crate::config::ServerConfig;
+    use crate::reply::ReplyTo;
     use crate::router::Router;
 
     /// A server context for `dispatch`, and a ticket of its admission table.
@@ -181,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn made_once_by_the_first_request_on_a_pool_and_never_for_direct_dispatch() {
+    fn made_once_on_demand_closed_on_drop_and_never_for_direct_dispatch() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -191,17 +204,28 @@ mod tests {
         let (ctx, ticket) = server(Dispatch::Pool);
         // SAFETY: no socket is lent (`socket: None`).
         let side = unsafe { LazyPoolSide::new(&ctx, None, &ticket) }.unwrap();
-        assert!(side.get().is_none(), "nothing before the first request");
+        assert!(side.get().is_none(), "nothing before it is asked for");
         let first: *const PoolSide = side.get_or_make(&ctx, None).unwrap();
         let again: *const PoolSide = side.get_or_make(&ctx, None).unwrap();
         assert_eq!(first, again, "made once, then the same one");
-        let made = side.get().unwrap();
-        assert_eq!(made.lane.answers.in_flight(), 0);
-        assert!(
-            !made.lane.answers.lends(),
-            "no plain socket, nothing to lend"
-        );
+
+        // A call on the pool when the connection ends: its late answer is
+        // dropped, not kept for a socket that is gone.
+        let answers = side.get().unwrap().lane.answers.clone();
+        let reply_to = ReplyTo {
+            id: 1,
+            serializer: SerializerKind::MsgPack as u8,
+            answer_in: rpc_core::Compression::None,
+        };
+        let slot = answers.reserve(reply_to, None);
         drop(side);
+        slot.answer(Ok(RpcResponse::new(Bytes::from_static(b"late"))));
+        let (mut out, mut held) = (BytesMut::new(), Vec::new());
+        assert!(
+            !answers.take(&mut out, &mut held, usize::MAX),
+            "closed when the side dropped: the late answer is dropped"
+        );
+        assert_eq!(answers.in_flight(), 0, "the call is counted done");
 
         let (ctx, ticket) = server(Dispatch::Direct);
         // SAFETY: as above.

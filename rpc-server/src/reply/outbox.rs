@@ -77,7 +77,12 @@ pub(crate) struct Outbox<W> {
 /// The high-water mark of an outbox made with `transport`: unwritten bytes
 /// past which its connection stops reading ([`Outbox::high_water`]).
 pub(crate) fn high_water_mark(transport: &TransportConfig) -> usize {
-    4 * transport.max_batch_bytes.max(1)
+    high_water_of(transport.max_batch_bytes.max(1))
+}
+
+/// The high-water mark for batches of `max_batch` bytes.
+const fn high_water_of(max_batch: usize) -> usize {
+    4 * max_batch
 }
 
 impl<W: AsyncWrite + Unpin> Outbox<W> {
@@ -184,7 +189,7 @@ impl<W: AsyncWrite + Unpin> Outbox<W> {
     /// ([`high_water_mark`] of its settings).
     #[inline]
     pub fn high_water(&self) -> usize {
-        4 * self.max_batch
+        high_water_of(self.max_batch)
     }
 
     /// Writes until the outbox is empty or the socket would block.
