@@ -97,6 +97,7 @@
 //! [`CallActivity`]: after each batch, one relaxed store when the batch held a
 //! request or the connection's busy state changed; no lock per request.
 
+mod admit;
 mod idle;
 mod live;
 mod on_frame;

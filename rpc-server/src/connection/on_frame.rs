@@ -1,13 +1,13 @@
-//! Handling one frame read from a connection: a request is routed, given
-//! its [`Context`] (metadata, peer, deadline) and handed on — to the worker
-//! pool, or back to the connection task to poll (direct dispatch) — and what
+//! Handling one frame read from a connection: a request is admitted
+//! (`admit`: routed, given its [`Context`](rpc_core::Context) — metadata,
+//! peer, deadline) and handed on — to the worker pool, or started for the
+//! connection task to poll (direct dispatch) — and what
 //! needs no handler (pings, cancels, refusals, oversize requests, expired
 //! deadlines) is answered here.
 //!
 //! The connection task owns the loop and the socket (`mod.rs`); this file
 //! owns what one frame or one call turns into, so the loop reads as a loop.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -17,18 +17,19 @@ use std::time::{Duration, Instant};
 use futures::future::CatchUnwind;
 use futures::FutureExt;
 use rpc_codec::{Frame, FrameKind, Header, OutFrame};
-use rpc_core::{CancelSignal, Context, RpcError, RpcRequest, SerializerKind};
+use rpc_core::{CancelSignal, RpcError};
 use rpc_transport::{Inbound, Reserved};
 use tokio::io::AsyncWrite;
 use tracing::{trace, warn};
 
+use super::admit::{admit, Admitted};
 use super::live::{Live, LiveCalls};
 use super::pool_side::LazyPoolSide;
 use crate::admission::Ticket;
 use crate::ctx::ServerCtx;
 use crate::dispatch::{deadline_error, finish_call, start_call, CallFuture, PoolJob, Reply};
 use crate::reply::{Outbox, ReplyTo};
-use crate::router::{Route, RouteEntry};
+use crate::router::RouteEntry;
 use crate::stream::ConnStreams;
 
 /// Answers a request whose header announced more than `max` bytes with
@@ -62,87 +63,6 @@ pub(super) fn answer_expired<W: AsyncWrite + Unpin>(
     ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
     call.route.metrics.record(timeout, false);
     outbox.push(call.reply_to.error(&deadline_error(call.route, timeout)));
-}
-
-/// A request (or stream open) frame made a call: routed, its body opened,
-/// its context set.
-pub(super) struct Admitted<'a> {
-    pub(super) route: &'a Route,
-    pub(super) reply_to: ReplyTo,
-    pub(super) req: RpcRequest,
-    /// When the caller stops waiting, and what it allowed.
-    pub(super) deadline: Option<(Instant, Duration)>,
-}
-
-/// Turns a request or stream-open frame, received at `received` from
-/// `peer`, into a call — or into the error its caller gets instead: a bad
-/// serializer, `refusal` (a connection winding down), an unknown method, a
-/// unary call to a streaming method or the reverse, a body that does not
-/// open. The one way a frame becomes a call, on the connection task and on
-/// a worker that read it (`worker_reads`).
-pub(super) fn admit<'a>(
-    ctx: &'a ServerCtx,
-    frame: Frame,
-    received: Instant,
-    peer: Option<SocketAddr>,
-    refusal: Option<RpcError>,
-) -> Result<Admitted<'a>, (ReplyTo, RpcError)> {
-    let id = frame.header.request_id;
-    let reply_to = ReplyTo::of(&frame.header, &ctx.config.compression);
-    let stream = frame.header.kind == FrameKind::StreamOpen;
-    let serializer = SerializerKind::from_id(reply_to.serializer).map_err(|e| (reply_to, e))?;
-    if let Some(refusal) = refusal {
-        return Err((reply_to, refusal));
-    }
-    let route = ctx
-        .router
-        .route_ref(frame.meta.service(), frame.meta.method())
-        .map_err(|e| (reply_to, e))?;
-    if route.kind.is_stream() != stream {
-        let how = match stream {
-            true => "unary: call it, do not open a stream",
-            false => "a streaming method: open it as a stream",
-        };
-        let err = RpcError::Status(rpc_core::Status::new(
-            rpc_core::Code::Unimplemented,
-            format!("{}.{} is {how}", route.service, route.method),
-        ));
-        return Err((reply_to, err));
-    }
-    // A compressed body is opened here, so handlers, interceptors and
-    // layers see it plain; one that cannot be opened fails this call only.
-    let body = rpc_codec::compression::open_body(
-        frame.header.flags,
-        frame.body,
-        ctx.config.transport.max_frame_size,
-    )
-    .map_err(|e| {
-        warn!(?peer, request_id = id, error = %e, "request body not opened");
-        (reply_to, e)
-    })?;
-    let timeout_ms = frame.header.timeout_ms;
-    let deadline = (timeout_ms > 0).then(|| {
-        let timeout = Duration::from_millis(timeout_ms as u64);
-        (received + timeout, timeout)
-    });
-    let mut cx = Context::new(id, serializer)
-        .with_metadata(frame.meta.metadata)
-        .with_deadline(deadline.map(|(at, _)| at));
-    if let Some(peer) = peer {
-        cx = cx.with_peer(peer);
-    }
-    let req = RpcRequest {
-        service: Cow::Borrowed(route.service),
-        method: Cow::Borrowed(route.method),
-        body,
-        cx,
-    };
-    Ok(Admitted {
-        route,
-        reply_to,
-        req,
-        deadline,
-    })
 }
 
 /// A direct call's handler, started, its panics caught.

@@ -32,8 +32,8 @@ use parking_lot::Mutex;
 use rpc_codec::Frame;
 use rpc_core::{CancelSignal, RpcError};
 
+use super::admit::{admit, Admitted};
 use super::live::{Live, LiveCalls};
-use super::on_frame::{admit, Admitted};
 use crate::admission::QuietMarker;
 use crate::ctx::ServerCtx;
 use crate::dispatch::{PoolJob, Reply};
