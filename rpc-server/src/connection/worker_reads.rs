@@ -179,6 +179,11 @@ impl TakeRequest for WorkerReads {
             refused: Vec::new(),
         };
         let mut started = self.started.lock();
+        // Calls of earlier runs that ended are dropped here, on a worker:
+        // their cancel signals go back to this thread's spares, for the
+        // calls below (the task, which would drop them otherwise, makes
+        // few), and the list stays as short as the calls still running.
+        started.retain(|call| call.cancel.is_running());
         for frame in frames.drain(..) {
             match admit(ctx, frame, received, self.peer, None) {
                 Ok(Admitted {
@@ -300,7 +305,68 @@ impl IfRefused {
 
 #[cfg(test)]
 mod tests {
-    use super::RunLoans;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use bytes::{Bytes, BytesMut};
+    use rpc_codec::{read_header, Frame, OutFrame};
+    use rpc_core::modes::Dispatch;
+    use rpc_core::SerializerKind;
+
+    use super::{RunLoans, TakeRequest, WorkerReads};
+    use crate::admission::{Admission, Admit};
+    use crate::config::ServerConfig;
+    use crate::ctx::ServerCtx;
+    use crate::reply::PoolAnswers;
+    use crate::router::Router;
+    use crate::test_support::EmptyAnswers;
+
+    /// A request for `S.m` with id `id`, as a worker reads it.
+    fn request(id: u64) -> Frame {
+        let mut out = BytesMut::new();
+        OutFrame::request(id, SerializerKind::MsgPack as u8, "S", "m", Bytes::new())
+            .encode(&mut out, 1 << 20)
+            .unwrap();
+        let header = read_header(&out).unwrap().unwrap();
+        Frame::from_bytes(header, out.freeze()).unwrap()
+    }
+
+    #[test]
+    fn a_worker_s_take_drops_the_records_of_ended_calls_and_keeps_the_running() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _runtime = rt.enter();
+        let mut router = Router::new();
+        router.add(Arc::new(EmptyAnswers("S", &["m"])));
+        let config = ServerConfig::default().with_dispatch(Dispatch::Pool);
+        let admission = Arc::new(Admission::new(&config, Default::default()));
+        let ctx = ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap();
+        let Admit::Accepted(ticket) = admission.admit(None, Instant::now()) else {
+            panic!("the first connection is let in");
+        };
+        let (reads, started) =
+            WorkerReads::new(Arc::new(ctx), None, ticket.activity().quiet_marker());
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let ids = || -> Vec<u64> { started.lock().iter().map(|c| c.reply_to.id).collect() };
+
+        let mut frames = vec![request(1), request(2), request(3)];
+        // Not started: the calls stay running (their jobs dropped unrun).
+        drop(reads.take(&mut frames, Instant::now(), &answers));
+        assert_eq!(ids(), [1, 2, 3], "each call recorded for the task");
+        // Call 1 is answered, call 3 given up (its deadline, say).
+        assert!(started.lock()[0].cancel.finish());
+        assert!(started.lock()[2].cancel.give_up());
+
+        let mut frames = vec![request(4)];
+        drop(reads.take(&mut frames, Instant::now(), &answers));
+        assert_eq!(
+            ids(),
+            [2, 4],
+            "the next run's take leaves only the calls still running"
+        );
+    }
 
     #[test]
     fn loans_that_read_nothing_back_off_and_one_that_reads_resets() {
