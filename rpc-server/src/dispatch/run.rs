@@ -131,8 +131,8 @@ fn run_one(job: PoolJob) {
 
 /// Takes the run's next call and runs it, `taken` in between; false when
 /// none was left. Taken inside the unwind guard, the call goes from the
-/// queue straight to its run: passed to [`run_one`] it was moved twice
-/// more (a job is hundreds of bytes, each move a `memcpy`). A panic outside
+/// queue straight to its run (passed to [`run_one`] it would be moved twice
+/// more: a job is hundreds of bytes, each move a `memcpy`). A panic outside
 /// its handler ends that call only.
 #[inline(always)]
 fn run_next(calls: &Calls, taken: impl FnOnce()) -> bool {
