@@ -1,7 +1,29 @@
 //! What unit tests across the crate share: a service whose every method
-//! answers an empty body.
+//! answers an empty body, and a server context with a connection's place
+//! in its admission table.
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use rpc_core::modes::Dispatch;
 use rpc_core::{Context, HandlerFuture, RpcResponse, ServiceHandler};
+
+use crate::admission::{Admission, Admit, Ticket};
+use crate::config::ServerConfig;
+use crate::ctx::ServerCtx;
+use crate::router::Router;
+
+/// A server context for `dispatch` serving `router` (inside a runtime: the
+/// context takes its handle), and the ticket of a first connection.
+pub(crate) fn server(dispatch: Dispatch, router: Router) -> (Arc<ServerCtx>, Ticket) {
+    let config = ServerConfig::default().with_dispatch(dispatch);
+    let admission = Arc::new(Admission::new(&config, Default::default()));
+    let ctx = ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap();
+    let Admit::Accepted(ticket) = admission.admit(None, Instant::now()) else {
+        panic!("the first connection is let in");
+    };
+    (Arc::new(ctx), ticket)
+}
 
 /// A service named `.0` with the methods `.1`, each answering empty.
 pub(crate) struct EmptyAnswers(pub &'static str, pub &'static [&'static str]);

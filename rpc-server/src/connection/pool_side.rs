@@ -170,28 +170,14 @@ impl Drop for LazyPoolSide<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
-
     use bytes::{Bytes, BytesMut};
     use rpc_core::modes::Dispatch;
     use rpc_core::{RpcResponse, SerializerKind};
 
     use super::*;
-    use crate::admission::{Admission, Admit};
-    use crate::config::ServerConfig;
     use crate::reply::ReplyTo;
     use crate::router::Router;
-
-    /// A server context for `dispatch`, and a ticket of its admission table.
-    fn server(dispatch: Dispatch) -> (Arc<ServerCtx>, Ticket) {
-        let config = ServerConfig::default().with_dispatch(dispatch);
-        let admission = Arc::new(Admission::new(&config, Default::default()));
-        let ctx = ServerCtx::new(config, Router::new(), Vec::new(), Default::default()).unwrap();
-        let Admit::Accepted(ticket) = admission.admit(None, Instant::now()) else {
-            panic!("the first connection is let in");
-        };
-        (Arc::new(ctx), ticket)
-    }
+    use crate::test_support::server;
 
     #[test]
     fn made_once_on_demand_closed_on_drop_and_never_for_direct_dispatch() {
@@ -201,7 +187,7 @@ mod tests {
             .unwrap();
         let _runtime = rt.enter();
 
-        let (ctx, ticket) = server(Dispatch::Pool);
+        let (ctx, ticket) = server(Dispatch::Pool, Router::new());
         // SAFETY: no socket is lent (`socket: None`).
         let side = unsafe { LazyPoolSide::new(&ctx, None, &ticket) }.unwrap();
         assert!(side.get().is_none(), "nothing before it is asked for");
@@ -227,7 +213,7 @@ mod tests {
         );
         assert_eq!(answers.in_flight(), 0, "the call is counted done");
 
-        let (ctx, ticket) = server(Dispatch::Direct);
+        let (ctx, ticket) = server(Dispatch::Direct, Router::new());
         // SAFETY: as above.
         let side = unsafe { LazyPoolSide::new(&ctx, None, &ticket) };
         assert!(side.is_none(), "direct dispatch has no pool side");

@@ -314,12 +314,9 @@ mod tests {
     use rpc_core::SerializerKind;
 
     use super::{RunLoans, TakeRequest, WorkerReads};
-    use crate::admission::{Admission, Admit};
-    use crate::config::ServerConfig;
-    use crate::ctx::ServerCtx;
     use crate::reply::PoolAnswers;
     use crate::router::Router;
-    use crate::test_support::EmptyAnswers;
+    use crate::test_support::{server, EmptyAnswers};
 
     /// A request for `S.m` with id `id`, as a worker reads it.
     fn request(id: u64) -> Frame {
@@ -340,14 +337,8 @@ mod tests {
         let _runtime = rt.enter();
         let mut router = Router::new();
         router.add(Arc::new(EmptyAnswers("S", &["m"])));
-        let config = ServerConfig::default().with_dispatch(Dispatch::Pool);
-        let admission = Arc::new(Admission::new(&config, Default::default()));
-        let ctx = ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap();
-        let Admit::Accepted(ticket) = admission.admit(None, Instant::now()) else {
-            panic!("the first connection is let in");
-        };
-        let (reads, started) =
-            WorkerReads::new(Arc::new(ctx), None, ticket.activity().quiet_marker());
+        let (ctx, ticket) = server(Dispatch::Pool, router);
+        let (reads, started) = WorkerReads::new(ctx, None, ticket.activity().quiet_marker());
         let answers = Arc::new(PoolAnswers::new(1 << 20));
         let ids = || -> Vec<u64> { started.lock().iter().map(|c| c.reply_to.id).collect() };
 
