@@ -45,6 +45,10 @@ pub struct ServerStats {
     /// pool to itself (each a wake-up of the connection's task and a
     /// hand-over to the pool saved; plain sockets only).
     pub worker_reads: AtomicU64,
+    /// Batches of pooled calls that found every worker parked and let the
+    /// runtime thread's other ready connections submit theirs before one
+    /// worker was woken for all of them (`connection`, "Waking the pool").
+    pub deferred_wakes: AtomicU64,
 }
 
 /// A point-in-time copy of [`ServerStats`] (fields as documented there).
@@ -62,6 +66,7 @@ pub struct StatsSnapshot {
     pub busy_poll_reads: u64,
     pub worker_writes: u64,
     pub worker_reads: u64,
+    pub deferred_wakes: u64,
 }
 
 impl ServerStats {
@@ -79,6 +84,7 @@ impl ServerStats {
             busy_poll_reads: self.busy_poll_reads.load(Ordering::Relaxed),
             worker_writes: self.worker_writes.load(Ordering::Relaxed),
             worker_reads: self.worker_reads.load(Ordering::Relaxed),
+            deferred_wakes: self.deferred_wakes.load(Ordering::Relaxed),
         }
     }
 }

@@ -46,7 +46,8 @@ pub(super) fn shutdown_text(
          connections      {} accepted, {} refused, {} evicted\n  \
          busy-polled      {} frames ({} read by the poll itself)\n  \
          worker writes    {} (pooled answers written by the worker, no wake-up)\n  \
-         worker reads     {} (requests a worker read itself, lone and pipelining callers)",
+         worker reads     {} (requests a worker read itself, lone and pipelining callers)\n  \
+         deferred wakes   {} (batches whose worker wake-up waited for other connections' batches)",
         if report.drained {
             "all in-flight calls"
         } else {
@@ -63,6 +64,7 @@ pub(super) fn shutdown_text(
         stats.busy_poll_reads,
         stats.worker_writes,
         stats.worker_reads,
+        stats.deferred_wakes,
     )
 }
 

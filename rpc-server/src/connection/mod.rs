@@ -51,6 +51,22 @@
 //! trade-off. One clock reading per call: the end of one call is the start of
 //! the next.
 //!
+//! # Waking the pool
+//!
+//! A batch's pooled calls are submitted quietly, and the pool is woken once
+//! after the batch — not at all if a worker is awake to take them. A wake-up
+//! of a parked worker is a futex call and a context switch, and the worker
+//! parks again once the queue is empty: with calls of several connections
+//! (10:100) each runtime thread's batches each woke a worker, and the
+//! pool's server spent a fifth of its CPU switching threads
+//! (BENCHMARKS.md, "One wake-up per runtime turn"). So a batch of several
+//! calls, on a server with other connections, that would wake a parked
+//! worker first yields its runtime thread once (`yield_now`, which tokio
+//! runs after the thread's other ready tasks and a look at its I/O
+//! driver): the thread's other connections ready now submit their batches
+//! too, and the first task back wakes one worker for all of them. A lone
+//! connection (1:100, 1:1) does not yield: nothing would join its batch.
+//!
 //! # Deadlines and cancellation
 //!
 //! A request's deadline is its arrival plus the timeout in its header. The
@@ -477,6 +493,16 @@ async fn serve_halves<R, W>(
         // The batch's pooled calls were submitted quietly: one wake-up for
         // all of them, and none if a worker is awake to take them.
         if let (true, Some(lane)) = (called, pool_lane) {
+            if pooled_now.get() > 1
+                && ctx.stats.open_connections.load(Ordering::Relaxed) > 1
+                && lane.pool.needs_wake()
+            {
+                // Every worker parked: the batches of the runtime thread's
+                // other ready connections go in first, and one wake-up
+                // takes them all (see "Waking the pool" in the module docs).
+                ctx.stats.deferred_wakes.fetch_add(1, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
             lane.pool.wake_idle();
             busy_poll.start_over();
         }

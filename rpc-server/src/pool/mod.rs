@@ -256,6 +256,13 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// Wakes a worker if tasks are queued and none is awake to take them;
     /// returns whether the monitor must watch, as `offer` does.
     fn wake_idle(&self) -> bool;
+    /// Whether [`wake_idle`](Self::wake_idle) would wake a parked worker
+    /// now: tasks are queued and no worker is awake, spinning or on its
+    /// way to take them. Always `false` for a queue that wakes a worker
+    /// per offer.
+    fn needs_wake(&self) -> bool {
+        false
+    }
     /// The monitor's tick `now`: wakes a worker if the oldest task has
     /// waited a full tick; says whether any task is queued, and whether one
     /// that waited so found no parked worker to wake.
@@ -881,6 +888,13 @@ impl WorkerPool {
     /// after the batch.
     pub fn submit_quietly(&self, task: Task) -> Result<(), Rejected> {
         self.submit_with(task, false)
+    }
+
+    /// Whether tasks submitted quietly wait for a parked worker: the next
+    /// [`wake_idle`](Self::wake_idle) would wake one (a futex wake-up and
+    /// a context switch), not find one awake or on its way.
+    pub(crate) fn needs_wake(&self) -> bool {
+        self.shared.queue.needs_wake()
     }
 
     /// Wakes a worker for tasks submitted quietly, unless one is awake.

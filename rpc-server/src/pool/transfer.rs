@@ -188,6 +188,15 @@ impl TaskQueue for TransferQueue {
         self.wake_if_idle(&mut st)
     }
 
+    fn needs_wake(&self) -> bool {
+        // A worker inside a task takes the queue next: no lock then.
+        if self.pulse.active.load(Ordering::SeqCst) > 0 || self.len.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let st = self.state.lock();
+        !st.tasks.is_empty() && !st.on_its_way() && !st.parked.is_empty()
+    }
+
     fn rescue(&self, now: u64) -> Rescue {
         let mut st = self.state.lock();
         let Some(&(_, offered)) = st.tasks.front() else {
@@ -420,6 +429,48 @@ mod tests {
         );
         assert!(spinner.join().unwrap().is_none());
         assert!(!q.state.lock().spinning);
+    }
+
+    /// A thread parked in `q`'s `poll`, once it is.
+    fn parked(q: &Arc<TransferQueue>) -> std::thread::JoinHandle<Option<Taken>> {
+        let q2 = Arc::clone(q);
+        let worker = std::thread::spawn(move || q2.poll(Some(Duration::from_secs(10))));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while q.state.lock().parked.is_empty() {
+            assert!(Instant::now() < deadline, "the worker never parked");
+            std::thread::yield_now();
+        }
+        worker
+    }
+
+    #[test]
+    fn a_quiet_offer_needs_a_wake_only_while_every_worker_is_parked() {
+        let pulse = Arc::new(Pulse::default());
+        let q = Arc::new(TransferQueue::new(pulse.clone()));
+        assert!(!q.needs_wake(), "nothing queued, nobody to wake");
+        let worker = parked(&q);
+        assert!(!q.needs_wake(), "a parked worker, nothing queued");
+        assert!(matches!(q.offer(Box::new(|| {}), false), Ok(false)));
+        assert!(q.needs_wake(), "queued quietly, the only worker parked");
+        // A worker inside a task takes the queue next: no wake-up needed.
+        pulse.active.store(1, Ordering::SeqCst);
+        assert!(!q.needs_wake());
+        pulse.active.store(0, Ordering::SeqCst);
+        assert!(q.needs_wake());
+        q.wake_idle();
+        assert!(!q.needs_wake(), "the woken worker is on its way");
+        let taken = worker.join().unwrap().expect("the woken worker takes it");
+        taken.task.run();
+        assert!(!q.needs_wake());
+    }
+
+    #[test]
+    fn a_quiet_offer_to_a_spinning_worker_needs_no_wake() {
+        let (q, spinner) = spinning(Duration::from_secs(10));
+        assert!(matches!(q.offer(Box::new(|| {}), false), Ok(false)));
+        // Spinning (nobody parked), or it took the task already.
+        assert!(!q.needs_wake());
+        assert!(spinner.join().unwrap().is_some());
     }
 
     #[test]
