@@ -92,8 +92,12 @@ async fn several_connections_batches_share_one_wake_up_and_every_call_is_answere
             if server.stats().deferred_wakes > 0 && rounds >= 3 {
                 break;
             }
-            // The workers park before the next round.
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            // The workers park before the next round, and the pool's
+            // monitor falls asleep (after ten quiet ticks of 1 ms): a
+            // wake-up lost after a yield would leave the next round's calls
+            // unanswered, with nothing to rescue them within the test's
+            // bound.
+            tokio::time::sleep(Duration::from_millis(25)).await;
         }
         let stats = server.stats();
         assert!(

@@ -45,9 +45,10 @@ pub struct ServerStats {
     /// pool to itself (each a wake-up of the connection's task and a
     /// hand-over to the pool saved; plain sockets only).
     pub worker_reads: AtomicU64,
-    /// Batches of pooled calls that found every worker parked and let the
-    /// runtime thread's other ready connections submit theirs before one
-    /// worker was woken for all of them (`connection`, "Waking the pool").
+    /// Batches of pooled calls that found every worker parked and yielded
+    /// their runtime thread before waking one, so the thread's other ready
+    /// connections could submit theirs first (`connection`, "Waking the
+    /// pool"); each batch of a shared turn counts, joined or not.
     pub deferred_wakes: AtomicU64,
 }
 

@@ -47,7 +47,7 @@ pub(super) fn shutdown_text(
          busy-polled      {} frames ({} read by the poll itself)\n  \
          worker writes    {} (pooled answers written by the worker, no wake-up)\n  \
          worker reads     {} (requests a worker read itself, lone and pipelining callers)\n  \
-         deferred wakes   {} (batches whose worker wake-up waited for other connections' batches)",
+         deferred wakes   {} (batches that yielded their runtime thread before waking a parked worker)",
         if report.drained {
             "all in-flight calls"
         } else {

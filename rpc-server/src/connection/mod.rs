@@ -60,12 +60,17 @@
 //! (10:100) each runtime thread's batches each woke a worker, and the
 //! pool's server spent a fifth of its CPU switching threads
 //! (BENCHMARKS.md, "One wake-up per runtime turn"). So a batch of several
-//! calls, on a server with other connections, that would wake a parked
-//! worker first yields its runtime thread once (`yield_now`, which tokio
-//! runs after the thread's other ready tasks and a look at its I/O
-//! driver): the thread's other connections ready now submit their batches
-//! too, and the first task back wakes one worker for all of them. A lone
-//! connection (1:100, 1:1) does not yield: nothing would join its batch.
+//! calls, on a server with other connections open, that would wake a
+//! parked worker first yields its runtime thread once (`yield_now`, which
+//! tokio resumes once the thread has no other task ready — after its turn,
+//! the tasks it steals included — or at its periodic maintenance): the
+//! thread's other connections ready now submit their batches too, and the
+//! first task back wakes one worker for all of them. The batch's calls wait
+//! that turn longer for their worker; the pool's wake-ups and parks, each a
+//! context switch, drop by a quarter. A server with one open connection
+//! (1:100, 1:1) does not yield: nothing would join its batch. However the
+//! wait ends — the task dropped while it yields included — the pool is
+//! woken (`WakeIdle`).
 //!
 //! # Deadlines and cancellation
 //!
@@ -493,6 +498,10 @@ async fn serve_halves<R, W>(
         // The batch's pooled calls were submitted quietly: one wake-up for
         // all of them, and none if a worker is awake to take them.
         if let (true, Some(lane)) = (called, pool_lane) {
+            // Wakes the pool when dropped: after the yield below, or if the
+            // task is dropped while it yields (a runtime torn down), so the
+            // batch's calls are never left queued with every worker parked.
+            let wake = WakeIdle(lane.pool);
             if pooled_now.get() > 1
                 && ctx.stats.open_connections.load(Ordering::Relaxed) > 1
                 && lane.pool.needs_wake()
@@ -503,7 +512,7 @@ async fn serve_halves<R, W>(
                 ctx.stats.deferred_wakes.fetch_add(1, Ordering::Relaxed);
                 tokio::task::yield_now().await;
             }
-            lane.pool.wake_idle();
+            drop(wake);
             busy_poll.start_over();
         }
         if let Some(pooled) = pooled {
@@ -808,6 +817,17 @@ async fn serve_halves<R, W>(
     }
     close.set("connection finished");
     debug!(%peer, reason = close.reason(), "connection closed");
+}
+
+/// Wakes the pool for the tasks submitted quietly
+/// ([`WorkerPool::wake_idle`](crate::pool::WorkerPool::wake_idle)) when
+/// dropped, however the batch's wait for its wake-up ends.
+struct WakeIdle<'a>(&'a crate::pool::WorkerPool);
+
+impl Drop for WakeIdle<'_> {
+    fn drop(&mut self) {
+        self.0.wake_idle();
+    }
 }
 
 /// Bytes received on the connection: by its reader, and by the workers it

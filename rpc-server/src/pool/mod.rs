@@ -257,9 +257,10 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// returns whether the monitor must watch, as `offer` does.
     fn wake_idle(&self) -> bool;
     /// Whether [`wake_idle`](Self::wake_idle) would wake a parked worker
-    /// now: tasks are queued and no worker is awake, spinning or on its
-    /// way to take them. Always `false` for a queue that wakes a worker
-    /// per offer.
+    /// now: tasks are queued, a worker is parked, and none is inside a
+    /// task, spinning or on its way to take them. A snapshot, which may
+    /// change at once: a caller still calls `wake_idle` after it. Always
+    /// `false` for a queue that wakes a worker per offer.
     fn needs_wake(&self) -> bool {
         false
     }
