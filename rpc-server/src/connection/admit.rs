@@ -33,7 +33,10 @@ pub(super) struct Admitted<'a> {
 /// serializer, `refusal` (a connection winding down), an unknown method, a
 /// unary call to a streaming method or the reverse, a body that does not
 /// open. The one way a frame becomes a call, on the connection task and on
-/// a worker that read it (`worker_reads`).
+/// a worker that read it (`worker_reads`). Inlined into both: its result
+/// (the request, hundreds of bytes) is then built where the call keeps it,
+/// not returned and moved again.
+#[inline(always)]
 pub(super) fn admit<'a>(
     ctx: &'a ServerCtx,
     frame: Frame,

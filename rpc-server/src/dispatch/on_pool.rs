@@ -61,6 +61,7 @@ type Handler<'a> = CatchUnwind<AssertUnwindSafe<CallFuture<'a>>>;
 /// Runs `req` on this worker thread and delivers its answer through `reply`
 /// — now, when the handler finishes at its first poll, or from the worker
 /// that polls it last.
+#[inline(always)]
 pub(super) fn run_call(
     ctx: Arc<ServerCtx>,
     route: Route,

@@ -60,13 +60,18 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use rpc_codec::{read_header, Frame, FrameKind};
-use rpc_transport::RawSocket;
+use rpc_transport::{AdaptiveReadBuffer, RawSocket};
 
 use super::PoolAnswers;
 
 /// How much one look reads at most: a pipelining caller's run of requests
 /// in one `recv`.
 pub(crate) const RECV_SIZE: usize = 32 * 1024;
+
+/// The smallest look of a loan's inbox: a connection's first look reads
+/// this much, then the looks grow to [`RECV_SIZE`] as they fill (the
+/// inbox is an `AdaptiveReadBuffer`, like the connection's own).
+pub(crate) const INBOX_MIN: usize = 512;
 
 /// The largest request a worker reads itself (what one look can read);
 /// larger ones go to the connection's task (and, past its read buffer, its
@@ -118,25 +123,26 @@ pub(super) struct Look {
 /// meanwhile (the lent read side's lock).
 pub(super) unsafe fn read_requests(
     socket: RawSocket,
-    inbox: &mut BytesMut,
+    inbox: &mut AdaptiveReadBuffer,
     max: usize,
     frames: &mut Vec<Frame>,
     room: usize,
 ) -> Look {
     if room == 0 {
-        return hand_back(inbox, None);
+        return hand_back(inbox.buffer(), None);
     }
-    inbox.reserve(RECV_SIZE);
-    let spare = inbox.spare_capacity_mut();
+    let buf = inbox.prepare(None);
+    let spare = buf.spare_capacity_mut();
     let want = spare.len().min(RECV_SIZE);
     // SAFETY: the caller's contract.
     match unsafe { socket.recv_now(&mut spare[..want]) } {
         // The end of the stream: the task reads it again, after the bytes.
-        Ok(0) => return hand_back(inbox, None),
+        Ok(0) => return hand_back(buf, None),
         Ok(n) => {
             // SAFETY: `recv_now` initialized the first `n` bytes of the
             // spare capacity it was given.
-            unsafe { inbox.set_len(inbox.len() + n) };
+            unsafe { buf.set_len(buf.len() + n) };
+            inbox.record(n);
         }
         Err(e)
             if matches!(
@@ -146,8 +152,9 @@ pub(super) unsafe fn read_requests(
         {
             return Look::default()
         }
-        Err(e) => return hand_back(inbox, Some(e)),
+        Err(e) => return hand_back(inbox.buffer(), Some(e)),
     }
+    let inbox = inbox.buffer();
     let mut taken = 0;
     loop {
         let header = match read_header(inbox) {

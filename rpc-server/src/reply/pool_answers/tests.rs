@@ -500,7 +500,7 @@ async fn the_start_of_a_request_the_task_seeds_is_completed_by_a_worker_and_coun
     answers.seed(|inbox| inbox.extend_from_slice(&other[..10]));
     lend(&answers);
     client.write_all(&other[10..15]).await.unwrap();
-    look_until(&answers, || answers.state.lock().inbox.len() == 15);
+    look_until(&answers, || answers.state.lock().inbox.buffer().len() == 15);
     crate::pool::IdlePoll::release(answers.clone());
     let handed = answers.take_handed().expect("the start of a request");
     assert_eq!(&handed.bytes[..], &other[..15]);
@@ -594,4 +594,70 @@ fn a_read_side_nobody_will_look_at_goes_back_and_wakes_the_task() {
     let st = answers.state.lock();
     assert!(!st.read_lent && !st.read_claimed);
     assert!(st.news, "its wait ends");
+}
+
+/// Keeps every request a worker read, as calls still running would, and
+/// counts them.
+#[derive(Default)]
+struct Kept(parking_lot::Mutex<Vec<rpc_codec::Frame>>, AtomicUsize);
+
+impl TakeRequest for Arc<Kept> {
+    fn take(
+        &self,
+        frames: &mut Vec<rpc_codec::Frame>,
+        _received: std::time::Instant,
+        _answers: &Arc<PoolAnswers>,
+    ) -> Box<dyn FnOnce() + Send> {
+        self.1.fetch_add(frames.len(), Ordering::SeqCst);
+        self.0.lock().append(frames);
+        Box::new(|| {})
+    }
+}
+
+#[tokio::test]
+async fn the_inbox_takes_turns_between_a_few_allocations_and_gives_them_back_when_idle() {
+    use tokio::io::AsyncWriteExt;
+    let (read, write, mut client) = socket_pair().await;
+    let (answers, _) = lent_answers(&write, 1 << 20);
+    let kept = Arc::new(Kept::default());
+    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
+        kept.clone(),
+        1 << 20,
+        10_000,
+    ));
+    lend(&answers);
+    // Runs of requests, each looked at while the requests before it are
+    // still held (their calls running): the inbox cannot start over in one
+    // allocation, and moves to another rather than growing the one it has.
+    let mut most = 0;
+    for run in 0..40u64 {
+        let mut bytes = BytesMut::new();
+        for i in 0..8 {
+            OutFrame::request(run * 8 + i, 0, "S", "m", Bytes::from(vec![7u8; 1024]))
+                .encode(&mut bytes, 1 << 20)
+                .unwrap();
+        }
+        client.write_all(&bytes).await.unwrap();
+        let want = ((run + 1) * 8) as usize;
+        look_until(&answers, || kept.1.load(Ordering::SeqCst) == want);
+        assert_eq!(kept.1.load(Ordering::SeqCst), want, "run {run} taken whole");
+        if run % 4 == 3 {
+            // Every fourth run the calls before end.
+            kept.0.lock().clear();
+        }
+        most = most.max(answers.state.lock().inbox.held());
+    }
+    assert!(
+        most <= 4 * super::RECV_SIZE,
+        "a few allocations of about one look each, not one grown: {most} bytes"
+    );
+    kept.0.lock().clear();
+    answers.release();
+    assert_eq!(
+        answers.state.lock().inbox.held(),
+        0,
+        "an idle connection's inbox holds nothing"
+    );
+    answers.close();
+    drop((read, write));
 }
