@@ -234,10 +234,10 @@ struct State {
     /// request whose rest has not come (or the task's, [`seed`](PoolAnswers::seed)).
     /// Handed back when the loan ends. Sized and reused as the
     /// connection's own read buffer is: the requests split off it stay in
-    /// use while their calls run, and a buffer grown in place for the next
-    /// look (`BytesMut::reserve`) was `realloc`ed, copying every byte read
-    /// before, a few times per thousand calls (callgrind at 1:100: ~60
-    /// instructions a call).
+    /// use while their calls run, so a look that needs room moves to a
+    /// spare allocation (or a fresh one) and copies only a partial request,
+    /// where growing the one allocation in place (`realloc`) would copy
+    /// every byte read before.
     inbox: AdaptiveReadBuffer,
     /// How many bytes at the front of `inbox` the task read (and counted)
     /// before it lent: not counted again, by a worker or by the task.
