@@ -69,9 +69,51 @@ use super::PoolAnswers;
 pub(crate) const RECV_SIZE: usize = 32 * 1024;
 
 /// The smallest look of a loan's inbox: a connection's first look reads
-/// this much, then the looks grow to [`RECV_SIZE`] as they fill (the
-/// inbox is an `AdaptiveReadBuffer`, like the connection's own).
-pub(crate) const INBOX_MIN: usize = 512;
+/// this much, then the looks grow to [`RECV_SIZE`] as they fill.
+const INBOX_MIN: usize = 512;
+
+/// A loan's inbox: the bytes a worker read and has not made calls of yet.
+/// Sized and reused as the connection's own read buffer is (an
+/// [`AdaptiveReadBuffer`]): the requests split off it stay in use while
+/// their calls run, so a look that needs room moves to a spare allocation
+/// (or a fresh one) and copies only a partial request, where growing the
+/// one allocation in place (`realloc`) would copy every byte read before.
+/// Made at the connection's first loan and let go, whole, when the
+/// connection idles: a connection that called once holds nothing of it.
+#[derive(Default)]
+pub(super) struct Inbox(Option<Box<AdaptiveReadBuffer>>);
+
+impl Inbox {
+    /// True when no byte is buffered.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|reads| reads.is_empty())
+    }
+
+    /// The buffered bytes.
+    pub(super) fn buffer(&mut self) -> &mut BytesMut {
+        self.reads().buffer()
+    }
+
+    /// Lets the buffer go when nothing is buffered (and says so).
+    pub(super) fn release(&mut self) -> bool {
+        let empty = self.is_empty();
+        if empty {
+            self.0 = None;
+        }
+        empty
+    }
+
+    /// Bytes of memory the inbox keeps alive (its allocations).
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.0.as_ref().map_or(0, |reads| reads.held())
+    }
+
+    fn reads(&mut self) -> &mut AdaptiveReadBuffer {
+        self.0
+            .get_or_insert_with(|| Box::new(AdaptiveReadBuffer::new(INBOX_MIN, RECV_SIZE)))
+    }
+}
 
 /// The largest request a worker reads itself (what one look can read);
 /// larger ones go to the connection's task (and, past its read buffer, its
@@ -123,7 +165,7 @@ pub(super) struct Look {
 /// meanwhile (the lent read side's lock).
 pub(super) unsafe fn read_requests(
     socket: RawSocket,
-    inbox: &mut AdaptiveReadBuffer,
+    inbox: &mut Inbox,
     max: usize,
     frames: &mut Vec<Frame>,
     room: usize,
@@ -131,7 +173,8 @@ pub(super) unsafe fn read_requests(
     if room == 0 {
         return hand_back(inbox.buffer(), None);
     }
-    let buf = inbox.prepare(None);
+    let reads = inbox.reads();
+    let buf = reads.prepare(None);
     let spare = buf.spare_capacity_mut();
     let want = spare.len().min(RECV_SIZE);
     // SAFETY: the caller's contract.
@@ -142,7 +185,7 @@ pub(super) unsafe fn read_requests(
             // SAFETY: `recv_now` initialized the first `n` bytes of the
             // spare capacity it was given.
             unsafe { buf.set_len(buf.len() + n) };
-            inbox.record(n);
+            reads.record(n);
         }
         Err(e)
             if matches!(

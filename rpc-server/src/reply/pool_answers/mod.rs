@@ -145,10 +145,10 @@ use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use rpc_codec::OutFrame;
 use rpc_core::{RpcError, RpcResponse};
-use rpc_transport::{AdaptiveReadBuffer, IoCounters, RawSocket, Reserved};
+use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
-use super::pool_reads::{read_requests, TakeRequest, INBOX_MIN, LENT_LOWAT, RECV_SIZE};
+use super::pool_reads::{read_requests, Inbox, TakeRequest, LENT_LOWAT};
 use crate::admission::QuietMarker;
 use crate::config::AnswerCompression;
 use crate::stats::ServerStats;
@@ -232,13 +232,8 @@ struct State {
     handed: Option<Handed>,
     /// Bytes a worker read and has not made calls of yet: the start of a
     /// request whose rest has not come (or the task's, [`seed`](PoolAnswers::seed)).
-    /// Handed back when the loan ends. Sized and reused as the
-    /// connection's own read buffer is: the requests split off it stay in
-    /// use while their calls run, so a look that needs room moves to a
-    /// spare allocation (or a fresh one) and copies only a partial request,
-    /// where growing the one allocation in place (`realloc`) would copy
-    /// every byte read before.
-    inbox: AdaptiveReadBuffer,
+    /// Handed back when the loan ends.
+    inbox: Inbox,
     /// How many bytes at the front of `inbox` the task read (and counted)
     /// before it lent: not counted again, by a worker or by the task.
     seeded: usize,
@@ -262,7 +257,7 @@ impl PoolAnswers {
                 read_lent: false,
                 read_claimed: false,
                 handed: None,
-                inbox: AdaptiveReadBuffer::new(INBOX_MIN, RECV_SIZE),
+                inbox: Inbox::default(),
                 seeded: 0,
                 frames: Vec::new(),
             }),

@@ -648,7 +648,7 @@ async fn the_inbox_takes_turns_between_a_few_allocations_and_gives_them_back_whe
         most = most.max(answers.state.lock().inbox.held());
     }
     assert!(
-        most <= 4 * super::RECV_SIZE,
+        most <= 4 * crate::reply::pool_reads::RECV_SIZE,
         "a few allocations of about one look each, not one grown: {most} bytes"
     );
     kept.0.lock().clear();
