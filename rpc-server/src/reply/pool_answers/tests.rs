@@ -615,7 +615,7 @@ impl TakeRequest for Arc<Kept> {
 }
 
 #[tokio::test]
-async fn the_inbox_takes_turns_between_a_few_allocations_and_gives_them_back_when_idle() {
+async fn the_inbox_stays_within_a_few_looks_while_requests_are_held_and_is_freed_when_idle() {
     use tokio::io::AsyncWriteExt;
     let (read, write, mut client) = socket_pair().await;
     let (answers, _) = lent_answers(&write, 1 << 20);
@@ -626,9 +626,10 @@ async fn the_inbox_takes_turns_between_a_few_allocations_and_gives_them_back_whe
         10_000,
     ));
     lend(&answers);
-    // Runs of requests, each looked at while the requests before it are
-    // still held (their calls running): the inbox cannot start over in one
-    // allocation, and moves to another rather than growing the one it has.
+    // Runs of requests, each looked at while some requests before it are
+    // still held (their calls running): what the inbox keeps stays within a
+    // few looks' worth (its allocation and its spares), whatever the number
+    // of runs, and every run is taken whole.
     let mut most = 0;
     for run in 0..40u64 {
         let mut bytes = BytesMut::new();
