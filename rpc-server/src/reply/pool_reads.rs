@@ -94,6 +94,14 @@ impl Inbox {
         self.reads().buffer()
     }
 
+    /// Everything buffered, taken out (nothing is made for an inbox that
+    /// has none).
+    pub(super) fn split(&mut self) -> BytesMut {
+        self.0
+            .as_mut()
+            .map_or_else(BytesMut::new, |reads| reads.buffer().split())
+    }
+
     /// Lets the buffer go when nothing is buffered (and says so).
     pub(super) fn release(&mut self) -> bool {
         let empty = self.is_empty();
@@ -171,7 +179,10 @@ pub(super) unsafe fn read_requests(
     room: usize,
 ) -> Look {
     if room == 0 {
-        return hand_back(inbox.buffer(), None);
+        return Look {
+            taken: 0,
+            hand_back: Some((inbox.split(), None)),
+        };
     }
     let reads = inbox.reads();
     let buf = reads.prepare(None);

@@ -619,7 +619,7 @@ impl PoolAnswers {
         }
         st.read_claimed = false;
         if !st.inbox.is_empty() {
-            let rest = st.inbox.buffer().split();
+            let rest = st.inbox.split();
             hand_to_task(st, rest, None);
         }
     }

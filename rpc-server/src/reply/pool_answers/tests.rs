@@ -408,14 +408,24 @@ fn reading_answers(
     write: &tokio::net::tcp::OwnedWriteHalf,
     max_calls: usize,
 ) -> (Arc<PoolAnswers>, Arc<Taken>, Arc<IoCounters>) {
-    let (answers, counters) = lent_answers(write, 1 << 20);
     let taken = Arc::new(Taken::default());
+    let (answers, counters) = reading_answers_with(write, max_calls, taken.clone());
+    (answers, taken, counters)
+}
+
+/// [`reading_answers`] with `taker` as taker.
+fn reading_answers_with(
+    write: &tokio::net::tcp::OwnedWriteHalf,
+    max_calls: usize,
+    taker: impl TakeRequest + 'static,
+) -> (Arc<PoolAnswers>, Arc<IoCounters>) {
+    let (answers, counters) = lent_answers(write, 1 << 20);
     let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
-        taken.clone(),
+        taker,
         1 << 20,
         max_calls,
     ));
-    (answers, taken, counters)
+    (answers, counters)
 }
 
 /// Lends the read side as in a task's wait, claimed by a worker.
@@ -618,13 +628,8 @@ impl TakeRequest for Arc<Kept> {
 async fn the_inbox_stays_within_a_few_looks_while_requests_are_held_and_is_freed_when_idle() {
     use tokio::io::AsyncWriteExt;
     let (read, write, mut client) = socket_pair().await;
-    let (answers, _) = lent_answers(&write, 1 << 20);
     let kept = Arc::new(Kept::default());
-    let answers = Arc::new(Arc::into_inner(answers).expect("one handle").reading(
-        kept.clone(),
-        1 << 20,
-        10_000,
-    ));
+    let (answers, _) = reading_answers_with(&write, 10_000, kept.clone());
     lend(&answers);
     // Runs of requests, each looked at while some requests before it are
     // still held (their calls running): what the inbox keeps stays within a
@@ -650,7 +655,7 @@ async fn the_inbox_stays_within_a_few_looks_while_requests_are_held_and_is_freed
     }
     assert!(
         most <= 4 * crate::reply::pool_reads::RECV_SIZE,
-        "a few allocations of about one look each, not one grown: {most} bytes"
+        "within a few looks' worth: {most} bytes"
     );
     kept.0.lock().clear();
     answers.release();
