@@ -53,8 +53,10 @@
 //!
 //! # Waking the pool
 //!
-//! A batch's pooled calls are submitted quietly, and the pool is woken once
-//! after the batch — not at all if a worker is awake to take them. A wake-up
+//! A batch's pooled calls are handed to the pool together when the batch
+//! ends (`dispatch::PoolBatch`: one take of the queue's lock and one count
+//! for them all), quietly, and the pool is woken once after the batch —
+//! not at all if a worker is awake to take them. A wake-up
 //! of a parked worker is a futex call and a context switch, and the worker
 //! parks again once the queue is empty: with calls of several connections
 //! (10:100) each runtime thread's batches each woke a worker, and the
@@ -127,6 +129,7 @@ mod stop_watch;
 mod worker_reads;
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -143,7 +146,7 @@ use tracing::{debug, warn};
 
 use crate::admission::{CallActivity, Ticket};
 use crate::ctx::ServerCtx;
-use crate::dispatch::InFlight;
+use crate::dispatch::{InFlight, PoolBatch};
 use crate::listener::{Accepted, Peer};
 use crate::reply::{pool_news, Outbox, PoolAnswers};
 use crate::stream::ConnStreams;
@@ -298,6 +301,9 @@ async fn serve_halves<R, W>(
     // one timer, which comes round for the earliest of: a call's deadline,
     // the next idle check and tidy, the outbox's budget stall (see `Timers`).
     let mut live = LiveCalls::default();
+    // Pool dispatch: a batch's pooled calls, handed to the pool together
+    // at its end (`dispatch::PoolBatch`).
+    let mut batch = RefCell::new(PoolBatch::default());
     let mut expired = Vec::new();
     let mut idle = IdleWatch::new(
         transport.heartbeat_interval,
@@ -370,8 +376,6 @@ async fn serve_halves<R, W>(
         // end of one call is the start of the next.
         let mut clock = Instant::now();
         let mut called = false;
-        // Calls of this batch that went to the pool (see `lend_read` below).
-        let pooled_now = std::cell::Cell::new(0);
         // Calls on the pool before this batch (see `lend_read` below).
         let pooled_before = pooled.map_or(0, PoolAnswers::in_flight);
         let read_by_poll = std::mem::take(&mut polled);
@@ -404,6 +408,7 @@ async fn serve_halves<R, W>(
                 // Quiet for a while: give back what the calls left behind.
                 Check::Tidy if calls(&streams, pooled) == 0 => {
                     live.release();
+                    batch.get_mut().release();
                     outbox.release();
                     if let Some(pooled) = pooled {
                         pooled.release();
@@ -454,7 +459,7 @@ async fn serve_halves<R, W>(
                     peer: peer_addr.addr,
                     stopping,
                     evicted: evicted.then_some(&ticket),
-                    pooled: &pooled_now,
+                    batch: &batch,
                 };
                 match conn.on_frame(frame, reserved, clock, &mut outbox, &mut live, &mut streams) {
                     Some(started) => started,
@@ -495,14 +500,27 @@ async fn serve_halves<R, W>(
                 worker_started = Some(&side.started);
             }
         }
-        // The batch's pooled calls were submitted quietly: one wake-up for
+        // Calls of this batch that went to the pool (see `lend_read` below),
+        // handed over together; one the pool refuses is answered
+        // `ServerBusy` (its entry in `live` was given up with its job).
+        let pooled_now = match pool_lane {
+            Some(lane) if batch.get_mut().len() > 0 => {
+                batch
+                    .get_mut()
+                    .submit(lane.pool, &ctx, |reply_to, _, error| {
+                        outbox.push(reply_to.error(&error))
+                    })
+            }
+            _ => 0,
+        };
+        // The batch's pooled calls went in quietly: one wake-up for
         // all of them, and none if a worker is awake to take them.
         if let (true, Some(lane)) = (called, pool_lane) {
             // Wakes the pool when dropped: after the yield below, or if the
             // task is dropped while it yields (a runtime torn down), so the
             // batch's calls are never left queued with every worker parked.
             let wake = WakeIdle(lane.pool);
-            if pooled_now.get() > 1
+            if pooled_now > 1
                 && ctx.stats.open_connections.load(Ordering::Relaxed) > 1
                 && lane.pool.needs_wake()
             {
@@ -614,7 +632,7 @@ async fn serve_halves<R, W>(
                     return false;
                 }
                 let on_pool = lane.answers.in_flight();
-                let submitted = pooled_now.get();
+                let submitted = pooled_now;
                 // The call on the pool, if any, is one this turn submitted,
                 // whose worker will look at the read side once it answers;
                 // one from before may block its worker (the read side came

@@ -27,7 +27,9 @@ use super::live::{Live, LiveCalls};
 use super::pool_side::LazyPoolSide;
 use crate::admission::Ticket;
 use crate::ctx::ServerCtx;
-use crate::dispatch::{deadline_error, finish_call, start_call, CallFuture, PoolJob, Reply};
+use crate::dispatch::{
+    deadline_error, finish_call, start_call, CallFuture, PoolBatch, PoolJob, Reply,
+};
 use crate::reply::{Outbox, ReplyTo};
 use crate::router::RouteEntry;
 use crate::stream::ConnStreams;
@@ -141,9 +143,9 @@ pub(super) struct Conn<'a, 'b> {
     /// Set when the connection was evicted: new requests are answered its
     /// eviction error.
     pub(super) evicted: Option<&'b Ticket>,
-    /// Counts the batch's calls that go to the pool (their workers will
-    /// look at a read side lent after this batch; see `worker_reads`).
-    pub(super) pooled: &'b std::cell::Cell<usize>,
+    /// The batch's calls that go to the pool, handed over when the batch
+    /// ends (`dispatch::PoolBatch`).
+    pub(super) batch: &'b std::cell::RefCell<PoolBatch<'a>>,
 }
 
 impl<'a> Conn<'a, '_> {
@@ -262,18 +264,13 @@ impl<'a> Conn<'a, '_> {
                     received,
                     reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
                 };
-                match job.submit(lane.pool, self.ctx, true) {
-                    Ok(()) => {
-                        self.pooled.set(self.pooled.get() + 1);
-                        live.insert(Live {
-                            cancel,
-                            route,
-                            reply_to,
-                            deadline,
-                        })
-                    }
-                    Err(rejected) => answers.push(reply_to.error(&rejected.error(route))),
-                }
+                self.batch.borrow_mut().push(job, reply_to, route);
+                live.insert(Live {
+                    cancel,
+                    route,
+                    reply_to,
+                    deadline,
+                });
                 None
             }
             None => {

@@ -45,9 +45,12 @@ use crate::pool::WorkerPool;
 use crate::reply::AnswerSlot;
 use crate::router::{Route, RouteEntry};
 
+mod batch;
 mod job_box;
 mod on_pool;
 pub(crate) mod run;
+
+pub(crate) use batch::PoolBatch;
 
 /// The end of the server's interceptor chain: the routed method.
 struct HandlerEndpoint<'a>(&'a RouteEntry);

@@ -398,6 +398,69 @@ fn a_quiet_batch_needs_one_wake() {
     });
 }
 
+/// A batch handed over whole ([`WorkerPool::submit_batch`]: the pool has a
+/// thread for each task) wakes nobody until `wake_idle`, which one wake-up
+/// suffices for: both tasks run exactly once, with the workers parked or
+/// on their way to their first poll.
+#[test]
+fn a_batch_needs_one_wake() {
+    check(2, &[TimedWaits::Never], |kind| {
+        let pool = WorkerPool::new(config(kind, 2, 2, 2)).expect("valid config");
+        let done = Latch::new();
+        let (a, b) = (Probe::new(), Probe::new());
+        let mut batch = vec![a.task(&done), b.task(&done)];
+        assert_eq!(pool.submit_batch(&mut batch), 2, "both admitted");
+        assert!(batch.is_empty());
+        pool.wake_idle();
+        done.wait_for(2);
+        shutdown_and_check(&pool, 2, 0);
+        assert_eq!((a.runs(), b.runs()), (1, 1));
+    });
+}
+
+/// A batch of two and a lone submit race for a pool that admits two
+/// unfinished tasks while its one thread is held: three tasks, so (with the
+/// transfer queue) exactly one is refused — the lone one or the batch's
+/// last (a batch's accepted tasks are its first) — every refusal counted
+/// once, and every accepted task runs exactly once.
+#[test]
+fn a_batch_and_a_racing_submit_share_the_bound() {
+    check(3, &[TimedWaits::Never], |kind| {
+        let pool = Arc::new(WorkerPool::new(config(kind, 1, 1, 1)).expect("valid config"));
+        let done = Latch::new();
+        let gate = Latch::new();
+        let (a, b, c) = (Probe::new(), Probe::new(), Probe::new());
+        let submitter = {
+            let pool = Arc::clone(&pool);
+            let task = c.task_behind(&done, Some(&gate));
+            loom::thread::spawn(move || submit(&pool, task))
+        };
+        let mut batch = vec![
+            a.task_behind(&done, Some(&gate)),
+            b.task_behind(&done, Some(&gate)),
+        ];
+        let from_batch = pool.submit_batch(&mut batch);
+        assert_eq!(batch.len(), 2 - from_batch, "the refused stay");
+        drop(batch);
+        pool.wake_idle();
+        let lone = usize::from(submitter.join().expect("submitter"));
+        let admitted = from_batch + lone;
+        match kind {
+            // The pool's bound: exactly two of three.
+            QueueKind::Transfer => assert_eq!(admitted, 2, "two admitted of three"),
+            // The queue's own: one queued at most, so a task offered before
+            // the thread took the first from the queue is refused too.
+            QueueKind::Blocking => assert!((1..=2).contains(&admitted), "{admitted}"),
+        }
+        gate.count_up();
+        done.wait_for(admitted);
+        shutdown_and_check(&pool, admitted as u64, 3 - admitted as u64);
+        assert_eq!(a.runs(), usize::from(from_batch >= 1));
+        assert_eq!(b.runs(), usize::from(from_batch >= 2));
+        assert_eq!(c.runs(), lone);
+    });
+}
+
 /// A worker's deferred wake-up is sent exactly once whether the worker's
 /// flush (its run of tasks ended) or the monitor's look (it seemed stuck in
 /// a task) comes first, and neither loses it.

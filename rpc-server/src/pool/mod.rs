@@ -50,7 +50,8 @@
 //!
 //! On two cores a context switch costs more than a short handler, so the
 //! pool is built to need few: a batch of tasks submitted quietly
-//! ([`WorkerPool::submit_quietly`], then one [`WorkerPool::wake_idle`]) wakes
+//! ([`WorkerPool::submit_quietly`], or together with
+//! `WorkerPool::submit_batch`, then one [`WorkerPool::wake_idle`]) wakes
 //! at most one worker; a worker runs queued tasks back to back without
 //! parking; and the wake-ups its tasks ask for (`wake_soon`, a connection's
 //! answers) go out once its run of tasks ends (`seat.rs`). All of that rests
@@ -253,6 +254,22 @@ pub(crate) trait TaskQueue: Send + Sync {
     /// [`offer`](Self::offer) with a wake-up, even when the queue is full:
     /// work the pool accepted before (see [`WorkerPool::resume`]).
     fn offer_past_bound(&self, task: Task) -> bool;
+    /// Whether the pool may hand this queue a batch of tasks at once
+    /// ([`offer_batch`](Self::offer_batch)): true for a queue the pool
+    /// bounds, which refuses no task itself.
+    fn takes_batches(&self) -> bool {
+        false
+    }
+    /// Queues `tasks`, in order, as that many quiet [`offer`](Self::offer)s
+    /// made at one instant: under one lock, and waking nobody (the caller
+    /// wakes the pool after, [`wake_idle`](Self::wake_idle)). Called only
+    /// when [`takes_batches`](Self::takes_batches) says so; a queue that
+    /// does not queues each task past its bound here.
+    fn offer_batch(&self, tasks: std::vec::Drain<'_, Task>) {
+        for task in tasks {
+            self.offer_past_bound(task);
+        }
+    }
     /// Wakes a worker if tasks are queued and none is awake to take them;
     /// returns whether the monitor must watch, as `offer` does.
     fn wake_idle(&self) -> bool;
@@ -889,6 +906,86 @@ impl WorkerPool {
     /// after the batch.
     pub fn submit_quietly(&self, task: Task) -> Result<(), Rejected> {
         self.submit_with(task, false)
+    }
+
+    /// [`submit_quietly`](Self::submit_quietly) for every task of a
+    /// batch, in order, counted and queued together: one count of the
+    /// unfinished tasks and one take of the queue's lock for the batch,
+    /// not one each — per call, those were the queue's lock and a
+    /// counter the workers write too, both bounced between cores. Accepted
+    /// tasks are a prefix of the batch, as submits one after another would
+    /// accept them; the rest stay in `tasks`, in order, counted as
+    /// rejections, for the caller to answer and drop. Returns how many
+    /// were accepted.
+    ///
+    /// A batch goes in whole only when no task of it would start a thread
+    /// (the pool is at `max_threads`, or has a thread for every unfinished
+    /// task with the batch counted) and the queue is one the pool bounds
+    /// ([`QueueKind::Transfer`]); otherwise its tasks are submitted one by
+    /// one, which grows the pool as each submit would, until the first
+    /// refused.
+    pub(crate) fn submit_batch(&self, tasks: &mut Vec<Task>) -> usize {
+        let s = &self.shared;
+        let n = tasks.len();
+        let pool = s.pool_size.load(SeqCst);
+        if n == 0 || !s.queue.takes_batches() || (pool < s.max && s.needing_threads() + n > pool) {
+            return self.submit_one_by_one(tasks);
+        }
+        let accepted = self.admit_batch(n);
+        if accepted > 0 {
+            s.queue.offer_batch(tasks.drain(..accepted));
+        }
+        if !tasks.is_empty() {
+            s.rejected.fetch_add(tasks.len() as u64, Relaxed);
+        }
+        accepted
+    }
+
+    /// Counts `n` new tasks in `submitted`, but only as many as the bounds
+    /// admit (none once the pool is shut down): the first ones, as `n`
+    /// submits one after another would. Returns how many.
+    fn admit_batch(&self, n: usize) -> usize {
+        let s = &self.shared;
+        if s.shutdown.load(SeqCst) {
+            return 0;
+        }
+        let in_flight = s.submitted.fetch_add(n, SeqCst) + n;
+        let limit = if s.shutdown.load(SeqCst) {
+            0
+        } else {
+            s.submit_limit
+                .min(s.admit_limit.saturating_sub(s.waiting.load(Relaxed)))
+        };
+        let over = in_flight.saturating_sub(limit).min(n);
+        if over > 0 {
+            s.uncount(over);
+        }
+        n - over
+    }
+
+    /// [`submit_batch`](Self::submit_batch)'s way for a batch that may grow
+    /// the pool, or a queue that bounds itself: each task submitted quietly
+    /// in turn, until one is refused; it and those after it stay.
+    fn submit_one_by_one(&self, tasks: &mut Vec<Task>) -> usize {
+        // Taken from the back, so reversed first (no allocation).
+        tasks.reverse();
+        let mut accepted = 0;
+        while let Some(task) = tasks.pop() {
+            match self.submit_quietly(task) {
+                Ok(()) => accepted += 1,
+                Err(Rejected(task)) => {
+                    tasks.push(task);
+                    break;
+                }
+            }
+        }
+        tasks.reverse();
+        // The first refused counted itself; those after it were not tried.
+        let untried = tasks.len().saturating_sub(1);
+        if untried > 0 {
+            self.shared.rejected.fetch_add(untried as u64, Relaxed);
+        }
+        accepted
     }
 
     /// Whether tasks submitted quietly wait for a parked worker: the next

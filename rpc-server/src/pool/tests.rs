@@ -1111,3 +1111,100 @@ fn a_task_queued_with_no_worker_free_gets_a_thread_from_the_monitor() {
     pool.shared.monitor.nudge();
     runs_on_a_second_thread(&pool, gate, &rx);
 }
+
+/// A task that sends `n` on `tx` when it runs.
+fn numbered(tx: &mpsc::Sender<usize>, n: usize) -> Task {
+    let tx = tx.clone();
+    Box::new(move || {
+        tx.send(n).ok();
+    })
+}
+
+/// A batch on a pool at its `max_threads` goes into the transfer queue
+/// whole, wakes nobody until `wake_idle`, and every task runs exactly once.
+#[test]
+fn a_batch_goes_in_whole_and_runs_after_one_wake() {
+    let pool = WorkerPool::new(config(QueueKind::Transfer, 2, 2, 100)).unwrap();
+    assert!(eventually(|| pool.shared.queue.parked() == 2));
+    let (tx, rx) = mpsc::channel();
+    let mut batch: Vec<Task> = (0..10).map(|n| numbered(&tx, n)).collect();
+    assert_eq!(pool.submit_batch(&mut batch), 10);
+    assert!(batch.is_empty(), "every task taken");
+    assert_eq!(pool.stats().queued, 10, "queued whole, nobody woken yet");
+    pool.wake_idle();
+    let mut ran: Vec<usize> = (0..10).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+    ran.sort_unstable();
+    assert_eq!(ran, (0..10).collect::<Vec<_>>());
+    assert!(pool.shutdown(WAIT));
+    let s = pool.stats();
+    assert_eq!((s.completed, s.rejected, s.submitted), (10, 0, 0), "{s:?}");
+}
+
+/// Over the bound, a batch is accepted as submits one after another would
+/// be: its first tasks, up to the bound; the rest stay with the caller, in
+/// order, counted as rejections. For both queue kinds.
+#[test]
+fn a_batch_over_the_bound_keeps_its_refused_tail_in_order() {
+    for kind in KINDS {
+        // Both threads blocked; room for 2 queued (the blocking queue's
+        // size, the transfer queue's queue_size + max_threads - running).
+        let pool = WorkerPool::new(config(kind, 2, 2, 2)).unwrap();
+        let gate = Gate::new();
+        pool.submit(gate.blocker()).unwrap();
+        pool.submit(gate.blocker()).unwrap();
+        gate.wait_started(2);
+        let (tx, rx) = mpsc::channel();
+        let mut batch: Vec<Task> = (0..5).map(|n| numbered(&tx, n)).collect();
+        assert_eq!(pool.submit_batch(&mut batch), 2, "{kind}");
+        assert_eq!(batch.len(), 3, "{kind}: the refused stay");
+        assert_eq!(pool.stats().rejected, 3, "{kind}");
+        // The refused are the batch's last three, in order.
+        for (task, n) in batch.drain(..).zip(2..) {
+            task.run();
+            assert_eq!(rx.try_recv(), Ok(n), "{kind}");
+        }
+        gate.open();
+        pool.wake_idle();
+        let mut ran: Vec<usize> = (0..2).map(|_| rx.recv_timeout(WAIT).unwrap()).collect();
+        ran.sort_unstable();
+        assert_eq!(ran, vec![0, 1], "{kind}");
+        assert!(pool.shutdown(WAIT));
+        let s = pool.stats();
+        assert_eq!((s.completed, s.submitted), (4, 0), "{kind}: {s:?}");
+    }
+}
+
+/// A batch on a pool that may still grow is submitted task by task, so it
+/// grows as those submits would (Tomcat's rule): with every thread
+/// blocked, each of its tasks gets a thread of its own, up to the limit.
+#[test]
+fn a_batch_grows_the_pool_as_its_submits_would() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, 4, 100)).unwrap();
+        let gate = Gate::new();
+        pool.submit(gate.blocker()).unwrap();
+        gate.wait_started(1);
+        let mut batch: Vec<Task> = (0..3).map(|_| gate.blocker()).collect();
+        assert_eq!(pool.submit_batch(&mut batch), 3, "{kind}");
+        // Three new threads, each running one blocker at once.
+        gate.wait_started(3);
+        assert_eq!(pool.stats().pool_size, 4, "{kind}");
+        gate.open();
+        assert!(pool.shutdown(WAIT));
+    }
+}
+
+/// A shut-down pool refuses a batch whole, and it stays with the caller.
+#[test]
+fn a_shut_down_pool_refuses_a_batch_whole() {
+    for kind in KINDS {
+        let pool = WorkerPool::new(config(kind, 1, 1, 10)).unwrap();
+        assert!(pool.shutdown(WAIT));
+        let (tx, _rx) = mpsc::channel();
+        let mut batch: Vec<Task> = (0..3).map(|n| numbered(&tx, n)).collect();
+        assert_eq!(pool.submit_batch(&mut batch), 0, "{kind}");
+        assert_eq!(batch.len(), 3, "{kind}");
+        let s = pool.stats();
+        assert_eq!((s.rejected, s.submitted), (3, 0), "{kind}: {s:?}");
+    }
+}

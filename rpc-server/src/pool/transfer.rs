@@ -17,9 +17,10 @@
 //!   task (the pool's `active` count) and none woken and on its way
 //!   (`waking`) or spinning. A worker that is running a task takes the next one itself
 //!   when it is done, without a wake-up. The connection task offers a read
-//!   batch's calls *quietly* and wakes once at the end of the batch
-//!   ([`TaskQueue::wake_idle`]), so a batch costs one wake-up, not one per
-//!   call.
+//!   batch's calls *quietly*, all at once under one lock
+//!   ([`TaskQueue::offer_batch`]), and wakes once after
+//!   ([`TaskQueue::wake_idle`]), so a batch costs one wake-up and one take
+//!   of the lock, not one per call.
 //! * **A stalled queue is rescued by the monitor.** A worker that is awake
 //!   may be blocked in its handler; then nobody takes the tasks behind it.
 //!   Each task is stamped with the monitor's tick when offered, and every
@@ -166,6 +167,17 @@ impl TaskQueue for TransferQueue {
         st.tasks.push_back((task, tick));
         self.len.store(st.tasks.len(), Ordering::Relaxed);
         Ok(wake && self.wake_if_idle(&mut st))
+    }
+
+    fn takes_batches(&self) -> bool {
+        true
+    }
+
+    fn offer_batch(&self, tasks: std::vec::Drain<'_, Task>) {
+        let tick = self.pulse.tick.load(Ordering::Relaxed);
+        let mut st = self.state.lock();
+        st.tasks.extend(tasks.map(|task| (task, tick)));
+        self.len.store(st.tasks.len(), Ordering::Relaxed);
     }
 
     /// At the front: the next step of a call already under way. It takes

@@ -1,0 +1,226 @@
+//! [`PoolBatch`]: the pooled calls of one read batch of a connection,
+//! handed to the worker pool together when the batch ends.
+//!
+//! # Why a batch
+//!
+//! Submitted one by one, every pooled call took the pool's queue lock and
+//! added to the pool's count of unfinished tasks — two cache lines the
+//! workers write too, as they take and finish tasks on the other core, so
+//! each submit bounced both between the cores while a worker drained the
+//! batch's first calls. Together, a batch's calls take the lock once and
+//! count once ([`WorkerPool::submit_batch`]). Their worker is woken after
+//! the batch anyway (the calls went in quietly before), so a parked worker
+//! starts no later; a worker already awake starts on them at the batch's
+//! end instead of as they come.
+//!
+//! # Invariants
+//!
+//! - The pool accepts a prefix of the batch, as submits one after another
+//!   would; each call it refuses is answered `ServerBusy` by the connection
+//!   ([`submit`](PoolBatch::submit)'s `refused`), counted in the server's
+//!   stats and its method's metrics, and its job is dropped unrun (its
+//!   answer slot counts it done).
+//! - Nothing is left behind: `submit` empties the batch. A batch the
+//!   connection drops without submitting (it ended on bad input mid-batch)
+//!   drops its calls unrun, and their callers see the connection close, as
+//!   those of calls on the pool then do.
+//! - The buffers are kept from batch to batch and given back when the
+//!   connection idles ([`release`](PoolBatch::release)).
+
+use std::sync::atomic::Ordering;
+
+use rpc_core::RpcError;
+
+use super::job_box::JobBox;
+use super::{PoolJob, Rejected};
+use crate::ctx::ServerCtx;
+use crate::pool::{Task, WorkerPool};
+use crate::reply::ReplyTo;
+use crate::router::RouteEntry;
+
+/// The pooled calls of one read batch, not submitted yet (see the module
+/// docs).
+#[derive(Default)]
+pub(crate) struct PoolBatch<'a> {
+    /// Each call, boxed for the pool.
+    tasks: Vec<Task>,
+    /// Whom each call answers, and for which method, should the pool
+    /// refuse it (index for index with `tasks`).
+    calls: Vec<(ReplyTo, &'a RouteEntry)>,
+}
+
+impl<'a> PoolBatch<'a> {
+    /// Adds `job`, which answers `reply_to` for `route`.
+    #[inline]
+    pub(crate) fn push(&mut self, job: PoolJob, reply_to: ReplyTo, route: &'a RouteEntry) {
+        self.tasks.push(JobBox::task(job));
+        self.calls.push((reply_to, route));
+    }
+
+    /// Calls added since the last [`submit`](Self::submit).
+    pub(crate) fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Hands every call to `pool`, quietly (the caller wakes it after,
+    /// [`WorkerPool::wake_idle`]); each call it refuses goes to `refused`
+    /// with its `ServerBusy` error. Returns how many it accepted.
+    pub(crate) fn submit(
+        &mut self,
+        pool: &WorkerPool,
+        ctx: &ServerCtx,
+        mut refused: impl FnMut(ReplyTo, &'a RouteEntry, RpcError),
+    ) -> usize {
+        let accepted = pool.submit_batch(&mut self.tasks);
+        if !self.tasks.is_empty() {
+            // Dropped unrun: each answer slot counts its call done.
+            self.tasks.clear();
+            let s = pool.stats();
+            for &(reply_to, route) in &self.calls[accepted..] {
+                ctx.stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
+                ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
+                let busy = Rejected {
+                    active: s.active,
+                    queued: s.queued,
+                };
+                refused(reply_to, route, busy.error(route));
+            }
+        }
+        self.calls.clear();
+        accepted
+    }
+
+    /// Gives the buffers back (the connection idles); the batch is empty.
+    pub(crate) fn release(&mut self) {
+        self.tasks = Vec::new();
+        self.calls = Vec::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::sync::{mpsc, Arc};
+    use std::time::{Duration, Instant};
+
+    use bytes::{Bytes, BytesMut};
+    use rpc_core::{CancelSignal, Context, RpcRequest, SerializerKind};
+
+    use super::*;
+    use crate::config::ServerConfig;
+    use crate::dispatch::Reply;
+    use crate::pool::{PoolConfig, QueueKind};
+    use crate::reply::PoolAnswers;
+    use crate::router::Router;
+    use crate::test_support::EmptyAnswers;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A pool-dispatch server whose pool has one thread and admits two
+    /// unfinished calls, serving `S.m`.
+    fn server() -> Arc<ServerCtx> {
+        let mut router = Router::new();
+        router.add(Arc::new(EmptyAnswers("S", &["m"])));
+        let config = ServerConfig::default().with_pool(PoolConfig {
+            core_threads: 1,
+            max_threads: 1,
+            queue_size: 1,
+            queue: QueueKind::Transfer,
+            ..PoolConfig::default()
+        });
+        Arc::new(ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap())
+    }
+
+    /// Call `id` of `S.m`, answered into `answers`, and its cancel signal.
+    fn call(ctx: &Arc<ServerCtx>, answers: &Arc<PoolAnswers>, id: u64) -> (PoolJob, ReplyTo) {
+        let route = ctx.router.route("S", "m").unwrap();
+        let reply_to = ReplyTo {
+            id,
+            serializer: SerializerKind::MsgPack as u8,
+            answer_in: rpc_core::Compression::None,
+        };
+        let job = PoolJob {
+            ctx: ctx.clone(),
+            req: RpcRequest {
+                service: Cow::Borrowed(route.service),
+                method: Cow::Borrowed(route.method),
+                body: Bytes::new(),
+                cx: Context::new(id, SerializerKind::MsgPack),
+            },
+            route,
+            received: Instant::now(),
+            reply: Reply::Frame(answers.reserve(reply_to, None)),
+        };
+        (job, reply_to)
+    }
+
+    #[test]
+    fn the_calls_the_pool_refuses_are_answered_busy_counted_and_given_up() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _runtime = rt.enter();
+        let ctx = server();
+        let pool = ctx.dispatcher.pool().unwrap().clone();
+        let route = ctx.router.route("S", "m").unwrap();
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+
+        // The one thread blocked: room for one more call.
+        let (started_tx, started) = mpsc::channel();
+        let (open, gate) = mpsc::channel::<()>();
+        pool.execute(move || {
+            started_tx.send(()).ok();
+            let _ = gate.recv_timeout(WAIT);
+        })
+        .unwrap();
+        started.recv_timeout(WAIT).unwrap();
+
+        let mut batch = PoolBatch::default();
+        let mut signals: Vec<CancelSignal> = Vec::new();
+        for id in 1..=3 {
+            let (job, reply_to) = call(&ctx, &answers, id);
+            signals.push(job.req.cx.cancellation().clone());
+            batch.push(job, reply_to, &route);
+        }
+        assert_eq!(batch.len(), 3);
+        let mut refused = Vec::new();
+        let accepted = batch.submit(&pool, &ctx, |reply_to, _, error| {
+            refused.push((reply_to.id, error));
+        });
+        assert_eq!(accepted, 1, "the first call, as submits in turn");
+        assert_eq!(batch.len(), 0, "nothing is left in the batch");
+        let ids: Vec<u64> = refused.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, vec![2, 3], "the tail, in order");
+        assert!(refused
+            .iter()
+            .all(|(_, e)| matches!(e, RpcError::ServerBusy(_))));
+        assert!(signals[0].is_running(), "the accepted call waits its turn");
+        assert!(
+            !signals[1].is_running() && !signals[2].is_running(),
+            "the refused calls are over: no deadline answers them again"
+        );
+        assert_eq!(ctx.stats.busy_rejections.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            route.metrics.errors(),
+            2,
+            "counted in their method's metrics"
+        );
+        assert_eq!(
+            answers.in_flight(),
+            1,
+            "only the accepted one is unanswered"
+        );
+
+        // The gate opens: the accepted call runs and is answered.
+        drop(open);
+        pool.wake_idle();
+        let (mut out, mut held) = (BytesMut::new(), Vec::new());
+        let deadline = Instant::now() + WAIT;
+        while !answers.take(&mut out, &mut held, 1 << 16) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(answers.in_flight(), 0);
+        assert!(!out.is_empty(), "the accepted call was answered");
+    }
+}
