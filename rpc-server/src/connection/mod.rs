@@ -765,6 +765,9 @@ async fn serve_halves<R, W>(
             reader.unread(&handed.bytes, handed.counted, handed.error);
         }
     }
+    // A batch the loop left on bad input never reached the pool: its calls
+    // did not run, and are counted done now (their callers see the close).
+    batch.get_mut().release();
     // Calls still running here are abandoned (a forced stop, a broken
     // connection): the server may have run them, so the client must not be
     // told "not run" (`TooManyConnections`) for them.

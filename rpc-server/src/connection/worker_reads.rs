@@ -313,7 +313,12 @@ mod tests {
     use rpc_core::modes::Dispatch;
     use rpc_core::SerializerKind;
 
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
     use super::{RunLoans, TakeRequest, WorkerReads};
+    use crate::admission::QuietMarker;
+    use crate::pool::{PoolConfig, QueueKind};
     use crate::reply::PoolAnswers;
     use crate::router::Router;
     use crate::test_support::{server, EmptyAnswers};
@@ -357,6 +362,59 @@ mod tests {
             [2, 4],
             "the next run's take leaves only the calls still running"
         );
+    }
+
+    /// A request a worker read, which the pool then refuses (full), is
+    /// answered `ServerBusy` — the job dropped unrun must not take the
+    /// call's end with it — and its record is over, so the task's table
+    /// answers nothing more for it.
+    #[test]
+    fn a_call_a_worker_read_that_the_pool_refuses_is_answered_busy() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _runtime = rt.enter();
+        let mut router = Router::new();
+        router.add(Arc::new(EmptyAnswers("S", &["m"])));
+        let config = crate::config::ServerConfig::default().with_pool(PoolConfig {
+            core_threads: 1,
+            max_threads: 1,
+            queue_size: 1,
+            queue: QueueKind::Transfer,
+            ..PoolConfig::default()
+        });
+        let ctx = Arc::new(
+            crate::ctx::ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap(),
+        );
+        let pool = ctx.dispatcher.pool().unwrap().clone();
+        // Full: its one thread held, one call queued behind it.
+        let (open, gate) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        pool.execute(move || {
+            started_tx.send(()).ok();
+            let _ = gate.recv_timeout(Duration::from_secs(10));
+        })
+        .unwrap();
+        started_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        pool.execute(|| {}).unwrap();
+
+        let (reads, started) = WorkerReads::new(ctx.clone(), None, QuietMarker::detached());
+        let answers = Arc::new(PoolAnswers::new(1 << 20));
+        let mut frames = vec![request(7)];
+        reads.take(&mut frames, Instant::now(), &answers)();
+        assert_eq!(ctx.stats.busy_rejections.load(Ordering::Relaxed), 1);
+        let (mut out, mut held) = (BytesMut::new(), Vec::new());
+        assert!(answers.take(&mut out, &mut held, 1 << 16), "an answer");
+        let header = read_header(&out).unwrap().unwrap();
+        assert_eq!(header.request_id, 7);
+        assert_ne!(header.status, 0, "an error answer");
+        assert_eq!(answers.in_flight(), 0);
+        assert!(
+            !started.lock()[0].cancel.is_running(),
+            "its record is over: no deadline answers it again"
+        );
+        drop(open);
     }
 
     #[test]

@@ -16,10 +16,13 @@
 //! # Invariants
 //!
 //! - The pool accepts a prefix of the batch, as submits one after another
-//!   would; each call it refuses is answered `ServerBusy` by the connection
-//!   ([`submit`](PoolBatch::submit)'s `refused`), counted in the server's
-//!   stats and its method's metrics, and its job is dropped unrun (its
-//!   answer slot counts it done).
+//!   would. Each call it refuses has its job dropped unrun (its answer slot
+//!   counts it done) and is claimed — ended as answered, so the
+//!   connection's table of live calls, where the call went when it was
+//!   read, answers nothing more for it — then answered `ServerBusy` by the
+//!   connection ([`submit`](PoolBatch::submit)'s `refused`) and counted in
+//!   the server's stats and its method's metrics. One its caller cancelled
+//!   while it was in the batch is neither answered nor counted.
 //! - Nothing is left behind: `submit` empties the batch. A batch the
 //!   connection drops without submitting (it ended on bad input mid-batch)
 //!   drops its calls unrun, and their callers see the connection close, as
@@ -29,7 +32,7 @@
 
 use std::sync::atomic::Ordering;
 
-use rpc_core::RpcError;
+use rpc_core::{CancelSignal, RpcError};
 
 use super::job_box::JobBox;
 use super::{PoolJob, Rejected};
@@ -39,27 +42,34 @@ use crate::reply::ReplyTo;
 use crate::router::RouteEntry;
 
 /// The pooled calls of one read batch, not submitted yet (see the module
-/// docs).
+/// docs). One pointer until the connection's first pooled call: it lives
+/// in the connection's future, which every idle connection holds too.
 #[derive(Default)]
-pub(crate) struct PoolBatch<'a> {
+pub(crate) struct PoolBatch<'a>(Option<Box<Buffers<'a>>>);
+
+/// A batch's buffers, kept from batch to batch.
+#[derive(Default)]
+struct Buffers<'a> {
     /// Each call, boxed for the pool.
     tasks: Vec<Task>,
-    /// Whom each call answers, and for which method, should the pool
-    /// refuse it (index for index with `tasks`).
-    calls: Vec<(ReplyTo, &'a RouteEntry)>,
+    /// Whom each call answers, for which method, and its end, should the
+    /// pool refuse it (index for index with `tasks`).
+    calls: Vec<(ReplyTo, &'a RouteEntry, CancelSignal)>,
 }
 
 impl<'a> PoolBatch<'a> {
     /// Adds `job`, which answers `reply_to` for `route`.
     #[inline]
     pub(crate) fn push(&mut self, job: PoolJob, reply_to: ReplyTo, route: &'a RouteEntry) {
-        self.tasks.push(JobBox::task(job));
-        self.calls.push((reply_to, route));
+        let buffers = self.0.get_or_insert_with(Box::default);
+        let end = job.req.cx.cancellation().clone();
+        buffers.tasks.push(JobBox::task(job));
+        buffers.calls.push((reply_to, route, end));
     }
 
     /// Calls added since the last [`submit`](Self::submit).
     pub(crate) fn len(&self) -> usize {
-        self.tasks.len()
+        self.0.as_ref().map_or(0, |buffers| buffers.tasks.len())
     }
 
     /// Hands every call to `pool`, quietly (the caller wakes it after,
@@ -71,12 +81,19 @@ impl<'a> PoolBatch<'a> {
         ctx: &ServerCtx,
         mut refused: impl FnMut(ReplyTo, &'a RouteEntry, RpcError),
     ) -> usize {
-        let accepted = pool.submit_batch(&mut self.tasks);
-        if !self.tasks.is_empty() {
+        let Some(buffers) = self.0.as_deref_mut() else {
+            return 0;
+        };
+        let accepted = pool.submit_batch(&mut buffers.tasks);
+        if !buffers.tasks.is_empty() {
             // Dropped unrun: each answer slot counts its call done.
-            self.tasks.clear();
+            buffers.tasks.clear();
             let s = pool.stats();
-            for &(reply_to, route) in &self.calls[accepted..] {
+            for (reply_to, route, end) in buffers.calls.drain(accepted..) {
+                if !end.finish() {
+                    // Its caller cancelled it while it was in the batch.
+                    continue;
+                }
                 ctx.stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
                 ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let busy = Rejected {
@@ -86,14 +103,13 @@ impl<'a> PoolBatch<'a> {
                 refused(reply_to, route, busy.error(route));
             }
         }
-        self.calls.clear();
+        buffers.calls.clear();
         accepted
     }
 
     /// Gives the buffers back (the connection idles); the batch is empty.
     pub(crate) fn release(&mut self) {
-        self.tasks = Vec::new();
-        self.calls = Vec::new();
+        self.0 = None;
     }
 }
 
@@ -155,7 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn the_calls_the_pool_refuses_are_answered_busy_counted_and_given_up() {
+    fn the_calls_the_pool_refuses_are_claimed_answered_busy_and_counted_but_a_cancelled_one() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -178,12 +194,14 @@ mod tests {
 
         let mut batch = PoolBatch::default();
         let mut signals: Vec<CancelSignal> = Vec::new();
-        for id in 1..=3 {
+        for id in 1..=4 {
             let (job, reply_to) = call(&ctx, &answers, id);
             signals.push(job.req.cx.cancellation().clone());
             batch.push(job, reply_to, &route);
         }
-        assert_eq!(batch.len(), 3);
+        assert_eq!(batch.len(), 4);
+        // The last one's caller sent its `Cancel` in the same read.
+        assert!(signals[3].give_up());
         let mut refused = Vec::new();
         let accepted = batch.submit(&pool, &ctx, |reply_to, _, error| {
             refused.push((reply_to.id, error));
@@ -191,14 +209,14 @@ mod tests {
         assert_eq!(accepted, 1, "the first call, as submits in turn");
         assert_eq!(batch.len(), 0, "nothing is left in the batch");
         let ids: Vec<u64> = refused.iter().map(|(id, _)| *id).collect();
-        assert_eq!(ids, vec![2, 3], "the tail, in order");
+        assert_eq!(ids, vec![2, 3], "the tail, in order, but the cancelled one");
         assert!(refused
             .iter()
             .all(|(_, e)| matches!(e, RpcError::ServerBusy(_))));
         assert!(signals[0].is_running(), "the accepted call waits its turn");
         assert!(
-            !signals[1].is_running() && !signals[2].is_running(),
-            "the refused calls are over: no deadline answers them again"
+            !signals[1].finish() && !signals[2].finish(),
+            "the refused calls are claimed: no deadline answers them again"
         );
         assert_eq!(ctx.stats.busy_rejections.load(Ordering::Relaxed), 2);
         assert_eq!(

@@ -524,6 +524,34 @@ fn a_source_lent_to_a_spinning_worker_is_released_exactly_once() {
     });
 }
 
+/// `core_threads = 0`, one thread at most: the only thread is idle (about
+/// to retire, under `Expire`) while a batch of two is handed over whole
+/// (the pool is at `max_threads` when the batch looks). Both tasks must
+/// still run — the retiring thread sees them and stays, or the batch, which
+/// reads the pool's size after it counts, sees the thread gone and starts
+/// one — and the pool shrinks back to zero threads on its own.
+#[test]
+fn retiring_thread_never_strands_a_concurrent_batch() {
+    check(4, &POLICIES, |kind| {
+        let pool = WorkerPool::new(config(kind, 0, 1, 2)).expect("valid config");
+        let done = Latch::new();
+        let (a, b, c) = (Probe::new(), Probe::new(), Probe::new());
+
+        assert!(submit(&pool, a.task(&done)), "task a rejected");
+        done.wait_for(1);
+        // The worker is now finishing `a`, polling, timing out or retiring.
+        let mut batch = vec![b.task(&done), c.task(&done)];
+        assert_eq!(pool.submit_batch(&mut batch), 2, "the batch is admitted");
+        pool.wake_idle();
+        done.wait_for(3);
+        assert_eq!((a.runs(), b.runs(), c.runs()), (1, 1, 1));
+        if set_policy_is_expire() {
+            wait_pool_size_at_most(&pool, 0);
+        }
+        shutdown_and_check(&pool, 3, 0);
+    });
+}
+
 /// `core_threads = 0`: the only thread is idle (about to retire, under
 /// `Expire`) while a second task is submitted. The task must still run —
 /// either the retiring thread sees it and stays, or the submitter starts a new

@@ -920,34 +920,42 @@ impl WorkerPool {
     ///
     /// A batch goes in whole only when no task of it would start a thread
     /// (the pool is at `max_threads`, or has a thread for every unfinished
-    /// task with the batch counted) and the queue is one the pool bounds
-    /// ([`QueueKind::Transfer`]); otherwise its tasks are submitted one by
-    /// one, which grows the pool as each submit would, until the first
-    /// refused.
+    /// task with the batch counted — its size read after the batch counts,
+    /// as a submit reads it, so a worker retiring meanwhile either sees the
+    /// batch or is seen gone) and the queue is one the pool bounds
+    /// ([`QueueKind::Transfer`]). Otherwise its tasks are placed one by
+    /// one, which grows the pool as each submit would; a blocking queue
+    /// (which bounds itself) takes them as submits, until the first refused.
     pub(crate) fn submit_batch(&self, tasks: &mut Vec<Task>) -> usize {
         let s = &self.shared;
         let n = tasks.len();
-        let pool = s.pool_size.load(SeqCst);
-        if n == 0 || !s.queue.takes_batches() || (pool < s.max && s.needing_threads() + n > pool) {
+        if n == 0 || !s.queue.takes_batches() {
             return self.submit_one_by_one(tasks);
         }
-        let accepted = self.admit_batch(n);
+        // Read before the batch counts (see `Shared::needing_threads`).
+        let rest = s.run_rest.load(SeqCst);
+        let (accepted, before) = self.admit_batch(n);
+        if accepted < n {
+            s.rejected.fetch_add((n - accepted) as u64, Relaxed);
+        }
+        let pool = s.pool_size.load(SeqCst);
+        if pool < s.max && (before + accepted).saturating_sub(rest) > pool {
+            return self.place_one_by_one(tasks, accepted, before, rest);
+        }
         if accepted > 0 {
             s.queue.offer_batch(tasks.drain(..accepted));
-        }
-        if !tasks.is_empty() {
-            s.rejected.fetch_add(tasks.len() as u64, Relaxed);
         }
         accepted
     }
 
     /// Counts `n` new tasks in `submitted`, but only as many as the bounds
     /// admit (none once the pool is shut down): the first ones, as `n`
-    /// submits one after another would. Returns how many.
-    fn admit_batch(&self, n: usize) -> usize {
+    /// submits one after another would. Returns how many, and the
+    /// unfinished tasks before them.
+    fn admit_batch(&self, n: usize) -> (usize, usize) {
         let s = &self.shared;
         if s.shutdown.load(SeqCst) {
-            return 0;
+            return (0, 0);
         }
         let in_flight = s.submitted.fetch_add(n, SeqCst) + n;
         let limit = if s.shutdown.load(SeqCst) {
@@ -960,7 +968,40 @@ impl WorkerPool {
         if over > 0 {
             s.uncount(over);
         }
-        n - over
+        (n - over, in_flight - n)
+    }
+
+    /// Places the first `accepted` of `tasks`, counted already after
+    /// `before` unfinished ones, one by one as their submits would (a thread
+    /// started for those that need one), in order. Should one find no
+    /// thread at all to take it (starting one failed), it and the counted
+    /// ones after it are withdrawn, refused, and go back to the front of
+    /// `tasks`. Returns how many were placed.
+    fn place_one_by_one(
+        &self,
+        tasks: &mut Vec<Task>,
+        accepted: usize,
+        before: usize,
+        rest: usize,
+    ) -> usize {
+        let s = &self.shared;
+        let mut placed = 0;
+        let mut refused = Vec::new();
+        for (i, task) in tasks.drain(..accepted).enumerate() {
+            if !refused.is_empty() {
+                refused.push(s.withdraw(task).0);
+                continue;
+            }
+            let needing = (before + i + 1).saturating_sub(rest);
+            match self.place(task, needing, false, true) {
+                Ok(()) => placed += 1,
+                Err(task) => refused.push(s.withdraw(task).0),
+            }
+        }
+        if !refused.is_empty() {
+            tasks.splice(0..0, refused);
+        }
+        placed
     }
 
     /// [`submit_batch`](Self::submit_batch)'s way for a batch that may grow
