@@ -122,6 +122,22 @@ impl<'a> LiveCalls<'a> {
         found.cancel.give_up().then_some(found)
     }
 
+    /// Claims, to answer it now, the running call with request id `id`
+    /// (ends it as answered, so nothing here answers it again); false when
+    /// no such call runs (its caller cancelled it, or it never was). The
+    /// newest entries are looked at first: the caller is one that just
+    /// came in (a call the worker pool refused).
+    pub fn claim(&mut self, id: u64) -> bool {
+        let running = |l: &&Live<'a>| l.reply_to.id == id && l.cancel.is_running();
+        let found = self
+            .open
+            .iter()
+            .rev()
+            .chain(self.due.iter().rev().map(|Due(_, l)| l))
+            .find(running);
+        found.is_some_and(|live| live.cancel.finish())
+    }
+
     /// Takes out the calls whose deadline is at or before `now` and cancels
     /// them; those it cancelled (not answered in the meantime) go to
     /// `expired`, for the caller to answer `DeadlineExceeded`.
@@ -256,6 +272,33 @@ mod tests {
         table.cancel_all();
         assert_eq!(table.len(), 0);
         assert_eq!(table.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_claimed_call_is_answered_by_its_claimer_and_never_expires() {
+        let route = route();
+        let mut table = LiveCalls::default();
+        let now = Instant::now();
+        let (due, open, cancelled) = (
+            live(&route, 1, Some(now)),
+            live(&route, 2, None),
+            live(&route, 3, Some(now)),
+        );
+        let signals = [due.cancel.clone(), open.cancel.clone()];
+        table.insert(due);
+        table.insert(open);
+        table.insert(cancelled);
+        assert!(table.cancel(3).is_some(), "its caller cancels call 3");
+
+        assert!(table.claim(1), "a running call with a deadline");
+        assert!(table.claim(2), "a running call without one");
+        assert!(!table.claim(3), "a cancelled call is not claimed");
+        assert!(!table.claim(1), "nor one claimed already");
+        assert!(!table.claim(9), "nor one that never was");
+        assert!(signals.iter().all(|s| !s.is_running() && !s.give_up()));
+        let mut expired = Vec::new();
+        table.expire(now + Duration::from_secs(1), &mut expired);
+        assert!(expired.is_empty(), "claimed calls are answered once");
     }
 
     #[test]

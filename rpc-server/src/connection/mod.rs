@@ -501,16 +501,15 @@ async fn serve_halves<R, W>(
             }
         }
         // Calls of this batch that went to the pool (see `lend_read` below),
-        // handed over together; one the pool refuses is answered
-        // `ServerBusy` (its entry in `live` was given up with its job).
+        // handed over together; one the pool refuses is claimed in `live`
+        // (where it went when it was read) and answered `ServerBusy`.
         let pooled_now = match pool_lane {
-            Some(lane) if batch.get_mut().len() > 0 => {
-                batch
-                    .get_mut()
-                    .submit(lane.pool, &ctx, |reply_to, _, error| {
-                        outbox.push(reply_to.error(&error))
-                    })
-            }
+            Some(lane) if batch.get_mut().len() > 0 => batch.get_mut().submit(
+                lane.pool,
+                &ctx,
+                |id| live.claim(id),
+                |reply_to, error| outbox.push(reply_to.error(&error)),
+            ),
             _ => 0,
         };
         // The batch's pooled calls went in quietly: one wake-up for

@@ -257,14 +257,20 @@ impl<'a> Conn<'a, '_> {
             Some(side) => {
                 let lane = &side.lane;
                 let cancel = req.cx.cancellation().clone();
+                let reply = Reply::Frame(lane.answers.reserve(reply_to, reserved));
+                // The batch borrowed first and the job built in the call:
+                // held across the borrow, the job (hundreds of bytes) would
+                // be copied once more.
+                let mut batch = self.batch.borrow_mut();
                 let job = PoolJob {
                     ctx: self.ctx.clone(),
                     route: route.clone(),
                     req,
                     received,
-                    reply: Reply::Frame(lane.answers.reserve(reply_to, reserved)),
+                    reply,
                 };
-                self.batch.borrow_mut().push(job, reply_to, route);
+                batch.push(job, reply_to, route);
+                drop(batch);
                 live.insert(Live {
                     cancel,
                     route,

@@ -32,7 +32,7 @@
 
 use std::sync::atomic::Ordering;
 
-use rpc_core::{CancelSignal, RpcError};
+use rpc_core::RpcError;
 
 use super::job_box::JobBox;
 use super::{PoolJob, Rejected};
@@ -52,19 +52,33 @@ pub(crate) struct PoolBatch<'a>(Option<Box<Buffers<'a>>>);
 struct Buffers<'a> {
     /// Each call, boxed for the pool.
     tasks: Vec<Task>,
-    /// Whom each call answers, for which method, and its end, should the
-    /// pool refuse it (index for index with `tasks`).
-    calls: Vec<(ReplyTo, &'a RouteEntry, CancelSignal)>,
+    /// Whom each call answers, and for which method, should the pool
+    /// refuse it (index for index with `tasks`).
+    calls: Vec<(ReplyTo, &'a RouteEntry)>,
 }
 
 impl<'a> PoolBatch<'a> {
-    /// Adds `job`, which answers `reply_to` for `route`.
-    #[inline]
+    /// Adds `job`, which answers `reply_to` for `route`. Inlined where the
+    /// job is built: passed to a call, its hundreds of bytes would be
+    /// copied once more on their way into their box.
+    #[inline(always)]
     pub(crate) fn push(&mut self, job: PoolJob, reply_to: ReplyTo, route: &'a RouteEntry) {
-        let buffers = self.0.get_or_insert_with(Box::default);
-        let end = job.req.cx.cancellation().clone();
-        buffers.tasks.push(JobBox::task(job));
-        buffers.calls.push((reply_to, route, end));
+        // Boxed first: kept on the stack across the call below, it would be
+        // copied there.
+        let task = JobBox::task(job);
+        let buffers = match &mut self.0 {
+            Some(buffers) => buffers,
+            None => self.buffers(),
+        };
+        buffers.tasks.push(task);
+        buffers.calls.push((reply_to, route));
+    }
+
+    /// The buffers, made for the connection's first pooled call.
+    #[cold]
+    #[inline(never)]
+    fn buffers(&mut self) -> &mut Buffers<'a> {
+        self.0.get_or_insert_with(Box::default)
     }
 
     /// Calls added since the last [`submit`](Self::submit).
@@ -73,13 +87,17 @@ impl<'a> PoolBatch<'a> {
     }
 
     /// Hands every call to `pool`, quietly (the caller wakes it after,
-    /// [`WorkerPool::wake_idle`]); each call it refuses goes to `refused`
-    /// with its `ServerBusy` error. Returns how many it accepted.
+    /// [`WorkerPool::wake_idle`]). Each call it refuses is offered to
+    /// `claim` (by its request id), which ends it as answered where the
+    /// connection keeps its live calls — false when its caller cancelled
+    /// it meanwhile — and, claimed, goes to `refused` with its `ServerBusy`
+    /// error, counted. Returns how many it accepted.
     pub(crate) fn submit(
         &mut self,
         pool: &WorkerPool,
         ctx: &ServerCtx,
-        mut refused: impl FnMut(ReplyTo, &'a RouteEntry, RpcError),
+        mut claim: impl FnMut(u64) -> bool,
+        mut refused: impl FnMut(ReplyTo, RpcError),
     ) -> usize {
         let Some(buffers) = self.0.as_deref_mut() else {
             return 0;
@@ -89,8 +107,8 @@ impl<'a> PoolBatch<'a> {
             // Dropped unrun: each answer slot counts its call done.
             buffers.tasks.clear();
             let s = pool.stats();
-            for (reply_to, route, end) in buffers.calls.drain(accepted..) {
-                if !end.finish() {
+            for (reply_to, route) in buffers.calls.drain(accepted..) {
+                if !claim(reply_to.id) {
                     // Its caller cancelled it while it was in the batch.
                     continue;
                 }
@@ -100,7 +118,7 @@ impl<'a> PoolBatch<'a> {
                     active: s.active,
                     queued: s.queued,
                 };
-                refused(reply_to, route, busy.error(route));
+                refused(reply_to, busy.error(route));
             }
         }
         buffers.calls.clear();
@@ -203,9 +221,12 @@ mod tests {
         // The last one's caller sent its `Cancel` in the same read.
         assert!(signals[3].give_up());
         let mut refused = Vec::new();
-        let accepted = batch.submit(&pool, &ctx, |reply_to, _, error| {
-            refused.push((reply_to.id, error));
-        });
+        let accepted = batch.submit(
+            &pool,
+            &ctx,
+            |id| signals[id as usize - 1].finish(),
+            |reply_to, error| refused.push((reply_to.id, error)),
+        );
         assert_eq!(accepted, 1, "the first call, as submits in turn");
         assert_eq!(batch.len(), 0, "nothing is left in the batch");
         let ids: Vec<u64> = refused.iter().map(|(id, _)| *id).collect();
