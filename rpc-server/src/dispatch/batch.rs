@@ -6,9 +6,10 @@
 //! Submitted one by one, every pooled call took the pool's queue lock and
 //! added to the pool's count of unfinished tasks — two cache lines the
 //! workers write too, as they take and finish tasks on the other core, so
-//! each submit bounced both between the cores while a worker drained the
-//! batch's first calls. Together, a batch's calls take the lock once and
-//! count once ([`WorkerPool::submit_batch`]). Their worker is woken after
+//! a submit could find both there while a worker drained the batch's
+//! first calls. Together, a batch's calls take the lock once and count
+//! once ([`WorkerPool::submit_batch`]): fewer instructions a call
+//! (BENCHMARKS.md, "A read batch's calls handed to the pool together"). Their worker is woken after
 //! the batch anyway (the calls went in quietly before), so a parked worker
 //! starts no later; a worker already awake starts on them at the batch's
 //! end instead of as they come.
