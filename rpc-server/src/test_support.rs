@@ -25,6 +25,20 @@ pub(crate) fn server(dispatch: Dispatch, router: Router) -> (Arc<ServerCtx>, Tic
     (Arc::new(ctx), ticket)
 }
 
+/// A pool-dispatch server context serving `router` (inside a runtime)
+/// whose pool has one thread and admits two unfinished calls: one running,
+/// one queued.
+pub(crate) fn one_thread_pool(router: Router) -> Arc<ServerCtx> {
+    let config = ServerConfig::default().with_pool(crate::pool::PoolConfig {
+        core_threads: 1,
+        max_threads: 1,
+        queue_size: 1,
+        queue: crate::pool::QueueKind::Transfer,
+        ..Default::default()
+    });
+    Arc::new(ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap())
+}
+
 /// A service named `.0` with the methods `.1`, each answering empty.
 pub(crate) struct EmptyAnswers(pub &'static str, pub &'static [&'static str]);
 

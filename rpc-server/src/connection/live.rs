@@ -112,30 +112,28 @@ impl<'a> LiveCalls<'a> {
     /// `id`, and returns it; `None` when no such call runs (it ended, or
     /// never was).
     pub fn cancel(&mut self, id: u64) -> Option<&Live<'a>> {
-        let running = |l: &&Live<'a>| l.reply_to.id == id && l.cancel.is_running();
-        let found = self
-            .due
-            .iter()
-            .map(|Due(_, l)| l)
-            .chain(self.open.iter())
-            .find(running)?;
+        let found = self.running(id)?;
         found.cancel.give_up().then_some(found)
     }
 
     /// Claims, to answer it now, the running call with request id `id`
-    /// (ends it as answered, so nothing here answers it again); false when
-    /// no such call runs (its caller cancelled it, or it never was). The
-    /// newest entries are looked at first: the caller is one that just
-    /// came in (a call the worker pool refused).
-    pub fn claim(&mut self, id: u64) -> bool {
-        let running = |l: &&Live<'a>| l.reply_to.id == id && l.cancel.is_running();
-        let found = self
-            .open
+    /// (ends it as answered, so nothing here answers it again), and returns
+    /// it; `None` when no such call runs (its caller cancelled it, or it
+    /// never was).
+    pub fn claim(&mut self, id: u64) -> Option<&Live<'a>> {
+        let found = self.running(id)?;
+        found.cancel.finish().then_some(found)
+    }
+
+    /// The running call with request id `id`, by a scan (see the module
+    /// docs), newest entries first: a call that just came in is the usual
+    /// one asked for (one the worker pool refused).
+    fn running(&self, id: u64) -> Option<&Live<'a>> {
+        self.open
             .iter()
             .rev()
             .chain(self.due.iter().rev().map(|Due(_, l)| l))
-            .find(running);
-        found.is_some_and(|live| live.cancel.finish())
+            .find(|l| l.reply_to.id == id && l.cancel.is_running())
     }
 
     /// Takes out the calls whose deadline is at or before `now` and cancels
@@ -290,11 +288,15 @@ mod tests {
         table.insert(cancelled);
         assert!(table.cancel(3).is_some(), "its caller cancels call 3");
 
-        assert!(table.claim(1), "a running call with a deadline");
-        assert!(table.claim(2), "a running call without one");
-        assert!(!table.claim(3), "a cancelled call is not claimed");
-        assert!(!table.claim(1), "nor one claimed already");
-        assert!(!table.claim(9), "nor one that never was");
+        assert!(table.claim(1).is_some(), "a running call with a deadline");
+        assert_eq!(
+            table.claim(2).map(|l| l.reply_to.id),
+            Some(2),
+            "one without"
+        );
+        assert!(table.claim(3).is_none(), "a cancelled call is not claimed");
+        assert!(table.claim(1).is_none(), "nor one claimed already");
+        assert!(table.claim(9).is_none(), "nor one that never was");
         assert!(signals.iter().all(|s| !s.is_running() && !s.give_up()));
         let mut expired = Vec::new();
         table.expire(now + Duration::from_secs(1), &mut expired);

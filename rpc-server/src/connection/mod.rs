@@ -507,7 +507,7 @@ async fn serve_halves<R, W>(
             Some(lane) if batch.get_mut().len() > 0 => batch.get_mut().submit(
                 lane.pool,
                 &ctx,
-                |id| live.claim(id),
+                |id| live.claim(id).map(|call| (call.reply_to, call.route)),
                 |reply_to, error| outbox.push(reply_to.error(&error)),
             ),
             _ => 0,

@@ -145,7 +145,7 @@ pub(super) struct Conn<'a, 'b> {
     pub(super) evicted: Option<&'b Ticket>,
     /// The batch's calls that go to the pool, handed over when the batch
     /// ends (`dispatch::PoolBatch`).
-    pub(super) batch: &'b std::cell::RefCell<PoolBatch<'a>>,
+    pub(super) batch: &'b std::cell::RefCell<PoolBatch>,
 }
 
 impl<'a> Conn<'a, '_> {
@@ -269,7 +269,7 @@ impl<'a> Conn<'a, '_> {
                     received,
                     reply,
                 };
-                batch.push(job, reply_to, route);
+                batch.push(job, reply_to.id);
                 drop(batch);
                 live.insert(Live {
                     cancel,

@@ -318,10 +318,9 @@ mod tests {
 
     use super::{RunLoans, TakeRequest, WorkerReads};
     use crate::admission::QuietMarker;
-    use crate::pool::{PoolConfig, QueueKind};
     use crate::reply::PoolAnswers;
     use crate::router::Router;
-    use crate::test_support::{server, EmptyAnswers};
+    use crate::test_support::{one_thread_pool, server, EmptyAnswers};
 
     /// A request for `S.m` with id `id`, as a worker reads it.
     fn request(id: u64) -> Frame {
@@ -377,16 +376,7 @@ mod tests {
         let _runtime = rt.enter();
         let mut router = Router::new();
         router.add(Arc::new(EmptyAnswers("S", &["m"])));
-        let config = crate::config::ServerConfig::default().with_pool(PoolConfig {
-            core_threads: 1,
-            max_threads: 1,
-            queue_size: 1,
-            queue: QueueKind::Transfer,
-            ..PoolConfig::default()
-        });
-        let ctx = Arc::new(
-            crate::ctx::ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap(),
-        );
+        let ctx = one_thread_pool(router);
         let pool = ctx.dispatcher.pool().unwrap().clone();
         // Full: its one thread held, one call queued behind it.
         let (open, gate) = std::sync::mpsc::channel::<()>();

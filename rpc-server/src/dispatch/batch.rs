@@ -9,10 +9,10 @@
 //! a submit could find both there while a worker drained the batch's
 //! first calls. Together, a batch's calls take the lock once and count
 //! once ([`WorkerPool::submit_batch`]): fewer instructions a call
-//! (BENCHMARKS.md, "A read batch's calls handed to the pool together"). Their worker is woken after
-//! the batch anyway (the calls went in quietly before), so a parked worker
-//! starts no later; a worker already awake starts on them at the batch's
-//! end instead of as they come.
+//! (BENCHMARKS.md, "A read batch's calls handed to the pool together").
+//! Their worker is woken after the batch anyway (the calls went in quietly
+//! before), so a parked worker starts no later; a worker already awake
+//! starts on them at the batch's end instead of as they come.
 //!
 //! # Invariants
 //!
@@ -46,24 +46,24 @@ use crate::router::RouteEntry;
 /// docs). One pointer until the connection's first pooled call: it lives
 /// in the connection's future, which every idle connection holds too.
 #[derive(Default)]
-pub(crate) struct PoolBatch<'a>(Option<Box<Buffers<'a>>>);
+pub(crate) struct PoolBatch(Option<Box<Buffers>>);
 
 /// A batch's buffers, kept from batch to batch.
 #[derive(Default)]
-struct Buffers<'a> {
+struct Buffers {
     /// Each call, boxed for the pool.
     tasks: Vec<Task>,
-    /// Whom each call answers, and for which method, should the pool
-    /// refuse it (index for index with `tasks`).
-    calls: Vec<(ReplyTo, &'a RouteEntry)>,
+    /// Each call's request id (index for index with `tasks`): a call the
+    /// pool refuses is found by it where the connection keeps it.
+    ids: Vec<u64>,
 }
 
-impl<'a> PoolBatch<'a> {
-    /// Adds `job`, which answers `reply_to` for `route`. Inlined where the
-    /// job is built: passed to a call, its hundreds of bytes would be
-    /// copied once more on their way into their box.
+impl PoolBatch {
+    /// Adds `job`, call `id`. Inlined where the job is built: passed to a
+    /// call, its hundreds of bytes would be copied once more on their way
+    /// into their box.
     #[inline(always)]
-    pub(crate) fn push(&mut self, job: PoolJob, reply_to: ReplyTo, route: &'a RouteEntry) {
+    pub(crate) fn push(&mut self, job: PoolJob, id: u64) {
         // Boxed first: kept on the stack across the call below, it would be
         // copied there.
         let task = JobBox::task(job);
@@ -72,13 +72,13 @@ impl<'a> PoolBatch<'a> {
             None => self.buffers(),
         };
         buffers.tasks.push(task);
-        buffers.calls.push((reply_to, route));
+        buffers.ids.push(id);
     }
 
     /// The buffers, made for the connection's first pooled call.
     #[cold]
     #[inline(never)]
-    fn buffers(&mut self) -> &mut Buffers<'a> {
+    fn buffers(&mut self) -> &mut Buffers {
         self.0.get_or_insert_with(Box::default)
     }
 
@@ -90,14 +90,15 @@ impl<'a> PoolBatch<'a> {
     /// Hands every call to `pool`, quietly (the caller wakes it after,
     /// [`WorkerPool::wake_idle`]). Each call it refuses is offered to
     /// `claim` (by its request id), which ends it as answered where the
-    /// connection keeps its live calls — false when its caller cancelled
-    /// it meanwhile — and, claimed, goes to `refused` with its `ServerBusy`
-    /// error, counted. Returns how many it accepted.
-    pub(crate) fn submit(
+    /// connection keeps its live calls and says whom it answers and for
+    /// which method — `None` when its caller cancelled it meanwhile — and,
+    /// claimed, goes to `refused` with its `ServerBusy` error, counted.
+    /// Returns how many it accepted.
+    pub(crate) fn submit<'r>(
         &mut self,
         pool: &WorkerPool,
         ctx: &ServerCtx,
-        mut claim: impl FnMut(u64) -> bool,
+        mut claim: impl FnMut(u64) -> Option<(ReplyTo, &'r RouteEntry)>,
         mut refused: impl FnMut(ReplyTo, RpcError),
     ) -> usize {
         let Some(buffers) = self.0.as_deref_mut() else {
@@ -108,11 +109,11 @@ impl<'a> PoolBatch<'a> {
             // Dropped unrun: each answer slot counts its call done.
             buffers.tasks.clear();
             let s = pool.stats();
-            for (reply_to, route) in buffers.calls.drain(accepted..) {
-                if !claim(reply_to.id) {
+            for id in buffers.ids.drain(accepted..) {
+                let Some((reply_to, route)) = claim(id) else {
                     // Its caller cancelled it while it was in the batch.
                     continue;
-                }
+                };
                 ctx.stats.busy_rejections.fetch_add(1, Ordering::Relaxed);
                 ctx.stats.errors.fetch_add(1, Ordering::Relaxed);
                 let busy = Rejected {
@@ -122,7 +123,7 @@ impl<'a> PoolBatch<'a> {
                 refused(reply_to, busy.error(route));
             }
         }
-        buffers.calls.clear();
+        buffers.ids.clear();
         accepted
     }
 
@@ -142,28 +143,19 @@ mod tests {
     use rpc_core::{CancelSignal, Context, RpcRequest, SerializerKind};
 
     use super::*;
-    use crate::config::ServerConfig;
     use crate::dispatch::Reply;
-    use crate::pool::{PoolConfig, QueueKind};
     use crate::reply::PoolAnswers;
     use crate::router::Router;
-    use crate::test_support::EmptyAnswers;
+    use crate::test_support::{one_thread_pool, EmptyAnswers};
 
     const WAIT: Duration = Duration::from_secs(10);
 
-    /// A pool-dispatch server whose pool has one thread and admits two
-    /// unfinished calls, serving `S.m`.
+    /// A pool-dispatch server serving `S.m`, its pool one thread and
+    /// room for two unfinished calls.
     fn server() -> Arc<ServerCtx> {
         let mut router = Router::new();
         router.add(Arc::new(EmptyAnswers("S", &["m"])));
-        let config = ServerConfig::default().with_pool(PoolConfig {
-            core_threads: 1,
-            max_threads: 1,
-            queue_size: 1,
-            queue: QueueKind::Transfer,
-            ..PoolConfig::default()
-        });
-        Arc::new(ServerCtx::new(config, router, Vec::new(), Default::default()).unwrap())
+        one_thread_pool(router)
     }
 
     /// Call `id` of `S.m`, answered into `answers`, and its cancel signal.
@@ -213,10 +205,12 @@ mod tests {
 
         let mut batch = PoolBatch::default();
         let mut signals: Vec<CancelSignal> = Vec::new();
+        let mut replies = Vec::new();
         for id in 1..=4 {
             let (job, reply_to) = call(&ctx, &answers, id);
             signals.push(job.req.cx.cancellation().clone());
-            batch.push(job, reply_to, &route);
+            replies.push(reply_to);
+            batch.push(job, reply_to.id);
         }
         assert_eq!(batch.len(), 4);
         // The last one's caller sent its `Cancel` in the same read.
@@ -225,7 +219,10 @@ mod tests {
         let accepted = batch.submit(
             &pool,
             &ctx,
-            |id| signals[id as usize - 1].finish(),
+            |id| {
+                let i = id as usize - 1;
+                signals[i].finish().then_some((replies[i], &*route))
+            },
             |reply_to, error| refused.push((reply_to.id, error)),
         );
         assert_eq!(accepted, 1, "the first call, as submits in turn");

@@ -504,6 +504,18 @@ impl Shared {
         self as *const Shared as usize
     }
 
+    /// How many unfinished tasks the bounds admit now, read after a
+    /// submitter counted its own: `submit_limit`, and `admit_limit` less
+    /// the calls waiting off the workers; none once the pool is shut down
+    /// (the re-check that closes the race with `shutdown`).
+    fn unfinished_limit(&self) -> usize {
+        if self.shutdown.load(SeqCst) {
+            return 0;
+        }
+        self.submit_limit
+            .min(self.admit_limit.saturating_sub(self.waiting.load(Relaxed)))
+    }
+
     /// Takes `calls` back out of `submitted` (see [`withdraw`](Self::withdraw)
     /// for why a `shutdown` is told).
     fn uncount(&self, calls: usize) {
@@ -958,13 +970,7 @@ impl WorkerPool {
             return (0, 0);
         }
         let in_flight = s.submitted.fetch_add(n, SeqCst) + n;
-        let limit = if s.shutdown.load(SeqCst) {
-            0
-        } else {
-            s.submit_limit
-                .min(s.admit_limit.saturating_sub(s.waiting.load(Relaxed)))
-        };
-        let over = in_flight.saturating_sub(limit).min(n);
+        let over = in_flight.saturating_sub(s.unfinished_limit()).min(n);
         if over > 0 {
             s.uncount(over);
         }
@@ -1161,10 +1167,7 @@ impl WorkerPool {
             return Err(task);
         }
         let in_flight = s.submitted.fetch_add(calls, SeqCst) + calls;
-        if s.shutdown.load(SeqCst)
-            || in_flight > s.submit_limit
-            || in_flight.saturating_add(s.waiting.load(Relaxed)) > s.admit_limit
-        {
+        if in_flight > s.unfinished_limit() {
             s.uncount(calls);
             return Err(task);
         }
