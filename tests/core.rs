@@ -880,35 +880,45 @@ async fn connection_and_in_flight_limits_hold() {
     .await;
 }
 
+/// A direct-dispatch server that logs each call's peer address (its
+/// connection, seen from the server).
+async fn peer_logged_server() -> (
+    brisk::ServerHandle,
+    Arc<parking_lot::Mutex<Vec<std::net::SocketAddr>>>,
+) {
+    let peers = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let server = Server::builder()
+        .config(server_config(Dispatch::Direct, QueueKind::Transfer))
+        .service(CalcServer::new(Arc::new(CalcImpl::default())))
+        .interceptor(PeerLog(peers.clone()))
+        .start()
+        .await
+        .unwrap();
+    (server, peers)
+}
+
+/// A client of 4 fixed connections to `addr`, `coalesce` calls per write.
+async fn fixed_calc(addr: std::net::SocketAddr, coalesce: usize) -> CalcClient {
+    CalcClient::new(
+        Client::builder()
+            .addr(addr.to_string())
+            .connect(Connect::Fixed {
+                connections: 4,
+                coalesce_calls: coalesce,
+            })
+            .build()
+            .await
+            .expect("client connects"),
+    )
+}
+
 // Single-threaded on purpose: the writer tasks cannot run until the test task
 // yields, so calls started in one poll are deterministically "made together".
 #[tokio::test]
 async fn fixed_connections_share_a_write_among_calls_made_together() {
     bounded(30, async {
-        let peers = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let server = Server::builder()
-            .config(server_config(Dispatch::Direct, QueueKind::Transfer))
-            .service(CalcServer::new(Arc::new(CalcImpl::default())))
-            .interceptor(PeerLog(peers.clone()))
-            .start()
-            .await
-            .unwrap();
-        let calc = |coalesce: usize| {
-            let addr = server.local_addr().to_string();
-            async move {
-                CalcClient::new(
-                    Client::builder()
-                        .addr(addr)
-                        .connect(Connect::Fixed {
-                            connections: 4,
-                            coalesce_calls: coalesce,
-                        })
-                        .build()
-                        .await
-                        .expect("client connects"),
-                )
-            }
-        };
+        let (server, peers) = peer_logged_server().await;
+        let calc = |coalesce: usize| fixed_calc(server.local_addr(), coalesce);
         let burst = |calc: CalcClient, n: i64| async move {
             let calls = (0..n).map(|i| {
                 let calc = calc.clone();
@@ -946,6 +956,48 @@ async fn fixed_connections_share_a_write_among_calls_made_together() {
             assert_eq!(calc1.add(i, 1).await.unwrap(), i + 1);
         }
         assert_eq!(calls_per_connection(&take()), vec![2, 2, 2, 2]);
+    })
+    .await;
+}
+
+/// A light load — a few callers whose calls overlap but are not made
+/// together — stays on one of the fixed connections, where both sides' busy
+/// polls see its calls; a heavier one spreads over them.
+#[tokio::test]
+async fn fixed_connections_keep_a_light_load_on_one_and_spread_a_heavier_one() {
+    bounded(30, async {
+        let (server, peers) = peer_logged_server().await;
+        let calc = fixed_calc(server.local_addr(), Connect::DEFAULT_COALESCE_CALLS).await;
+        // `callers` callers, each starting 2 ms after the one before (so
+        // their first calls are not made together) and making `calls` calls
+        // of 50 ms one after another: the calls overlap.
+        let run = |callers: u64, calls: u64| {
+            let calc = calc.clone();
+            async move {
+                let each = (0..callers).map(|k| {
+                    let calc = calc.clone();
+                    async move {
+                        tokio::time::sleep(Duration::from_millis(2 * k)).await;
+                        for _ in 0..calls {
+                            assert_eq!(calc.sleep_ms(50).await.unwrap(), 50);
+                        }
+                    }
+                });
+                futures::future::join_all(each).await;
+            }
+        };
+        let take = || std::mem::take(&mut *peers.lock());
+
+        // Three callers: never 4 calls in flight, every call on one connection.
+        run(3, 4).await;
+        assert_eq!(calls_per_connection(&take()), vec![12]);
+
+        // Six: from the fifth caller's first call on, 4 are in flight, and
+        // calls move on round-robin.
+        run(6, 2).await;
+        let spread = calls_per_connection(&take());
+        assert_eq!(spread.iter().sum::<usize>(), 12, "every call made");
+        assert!(spread.len() > 1, "a heavier load spreads: {spread:?}");
     })
     .await;
 }

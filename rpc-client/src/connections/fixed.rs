@@ -40,16 +40,18 @@
 //! has threads that share a lane; either way a call joins only a batch that
 //! is still gathering and below the cap.
 //!
-//! # A lone caller stays on its connection
+//! # A light load stays on one connection
 //!
-//! A call made while no other call of the client is in flight (a lone
-//! caller, one call after another) goes to the connection the call before
-//! went to, not round-robin: there is no load to spread, and both sides
-//! busy-poll a connection whose answers, or requests, follow each other
-//! closely (`busy_poll`): taking turns over `n` connections would show each
-//! of them only every `n`-th call, and neither side's poll would ever catch
-//! one. As soon as calls overlap, they spread as above. `coalesce_calls = 1`
-//! keeps strict round-robin, a lone caller's calls included.
+//! A call made while fewer than [`LIGHT_LOAD`] calls of the client are in
+//! flight, and fewer than the cap (a lone caller, one call after another,
+//! or a few callers) goes
+//! to the connection the call before went to, not round-robin: there is no
+//! load to spread, and both sides busy-poll a connection whose answers, or
+//! requests, follow each other closely (`busy_poll`): taking turns over `n`
+//! connections would show each of them only every `n`-th call, and neither
+//! side's poll would ever catch one, so every call would pay a wake-up on
+//! each side. As soon as more calls overlap, they spread as above. `coalesce_calls = 1`
+//! keeps strict round-robin, a light load's calls included.
 //!
 //! # A broken slot is reconnected by the call that found it
 //!
@@ -78,8 +80,8 @@ use crate::ClientConfig;
 pub struct FixedConnections {
     slots: Vec<Slot>,
     next: AtomicUsize,
-    /// The slot the last round-robin step chose: where a lone caller's call
-    /// goes (see the module docs).
+    /// The slot the last round-robin step chose: where a light load's calls
+    /// go (see the module docs).
     current: AtomicUsize,
     /// Per calling thread (see [`lane`]), the slot its last round-robin step
     /// chose: where that thread's calls gather.
@@ -89,8 +91,8 @@ pub struct FixedConnections {
     broken: AtomicUsize,
     /// Most frames a batch takes before calls move on (`coalesce_calls`).
     batch_cap: usize,
-    /// Calls in flight on the whole client: with none, the next call is a
-    /// lone caller's and stays where the one before went.
+    /// Calls in flight on the whole client: with fewer than [`LIGHT_LOAD`],
+    /// the next call stays where the one before went.
     in_flight: CallsInFlight,
 }
 
@@ -124,8 +126,10 @@ impl FixedConnections {
 
     /// Where the next call goes: the connection of this thread's lane while
     /// its next write is gathering and below the cap, the current slot (the
-    /// last round-robin step's) when no call is in flight (a lone caller; not
-    /// with a cap of 1), else the next slot in round-robin order.
+    /// last round-robin step's) under a light load (fewer than
+    /// [`LIGHT_LOAD`] calls in flight, and fewer than the cap; not with a cap
+    /// of 1), else the next
+    /// slot in round-robin order.
     fn pick(&self) -> Pick {
         let n = self.slots.len();
         if n == 1 {
@@ -140,9 +144,9 @@ impl FixedConnections {
                 return Pick::Join(conn);
             }
         }
-        if self.batch_cap > 1 && self.in_flight.get() == 0 {
+        if self.batch_cap > 1 && self.in_flight.get() < LIGHT_LOAD.min(self.batch_cap) {
             let at = self.current.load(Ordering::Relaxed) % n;
-            // Round-robin steps on from here once calls overlap.
+            // Round-robin steps on from here once the load grows.
             self.next.store(at + 1, Ordering::Relaxed);
             lane.store(at, Ordering::Relaxed);
             return Pick::Next(at);
@@ -195,6 +199,17 @@ impl FixedConnections {
         }
     }
 }
+
+/// Calls in flight on the whole client below which the next call stays on
+/// the connection of the call before (see the module docs). Measured on two
+/// cores, 10 connections, sync callers (BENCHMARKS.md, "A light load on one
+/// connection"): at 2 and 4 callers one connection ran 1.8–3.7× the calls
+/// per second of round-robin, in both server dispatch modes; a mark of 8
+/// gained 2× at 8 callers too, but cost 10–20 % at 16, where the calls
+/// in flight hover about the mark and half of them pile onto one
+/// connection while the rest spread; at 4 the points from 8 callers up
+/// were level.
+const LIGHT_LOAD: usize = 4;
 
 /// Lanes of a [`FixedConnections`]: threads beyond this many share them.
 const LANES: usize = 8;

@@ -4,7 +4,7 @@
 //! |------|------|----------------|
 //! | [`ReusedConnection`] | one multiplexed connection per address for the whole process, shared by every client and reference counted | many clients, little traffic |
 //! | [`PooledConnections`] | an elastic pool `min..=max`, a connection validated on borrow and held for the write (or until the response) | callers that want a connection to themselves |
-//! | [`FixedConnections`] | `n` multiplexed connections, picked round-robin (a burst shares one write, a lone caller stays on one) | throughput (jkrpc's default) |
+//! | [`FixedConnections`] | `n` multiplexed connections, picked round-robin (a burst shares one write, a light load stays on one) | throughput (jkrpc's default) |
 //!
 //! All three reconnect lazily: a connection found broken when a call wants it is
 //! replaced right there, under a per-slot async lock so that a burst of callers
