@@ -25,11 +25,14 @@
 //!
 //! # What a worker takes, and what it leaves
 //!
-//! One `recv` per look, of up to [`RECV_SIZE`] bytes, into the loan's
-//! inbox, which keeps the start of a request whose rest has not come yet.
+//! One `recv` per look, of up to [`RECV_SIZE`] bytes — or the rest of a
+//! request whose start an earlier look read, however large — into the
+//! loan's inbox, which keeps the start of a request whose rest has not come
+//! yet.
 //! A worker keeps the whole request frames at the front of what it holds —
-//! each small enough for the connection's read buffer (a larger one takes
-//! the frame budget, which is the task's) and not compressed — so a
+//! each of at most [`READ_MAX`] bytes and small enough for the
+//! connection's read buffer (a larger one takes the frame budget, which is
+//! the task's), and not compressed — so a
 //! pipelining caller's run of requests (1:100) is read, run and answered by
 //! one worker, as by the task in direct dispatch: the run's calls go to the
 //! pool as one task (`dispatch::run`). Anything else — a frame of
@@ -123,15 +126,32 @@ impl Inbox {
     }
 }
 
-/// The largest request a worker reads itself (what one look can read);
-/// larger ones go to the connection's task (and, past its read buffer, its
-/// frame budget).
-pub(crate) const READ_MAX: usize = RECV_SIZE;
+/// The largest request a worker reads itself; larger ones go to the
+/// connection's task (and, past its read buffer, its frame budget). Above
+/// [`RECV_SIZE`] a request takes more than one look: once its header is in,
+/// the next look makes room for its rest and reads it in one `recv`. A
+/// lone caller of 50 KiB requests ran 2.4× the calls per second once
+/// workers read them, level with direct dispatch (BENCHMARKS.md, "Workers
+/// read large requests"). The inbox holds at most one such request beyond a
+/// look, and nothing once the connection idles.
+pub(crate) const READ_MAX: usize = 256 * 1024;
 
-/// The socket's receive low-water mark while its read side is lent: past
-/// what one look reads, so the kernel does not wake the runtime thread for
-/// the requests a worker takes (see `PoolAnswers::poll_news`).
-pub(crate) const LENT_LOWAT: usize = RECV_SIZE + 1;
+/// The socket's receive low-water mark while its read side is lent, so
+/// that the kernel does not wake the runtime thread for the requests a
+/// worker takes (see `PoolAnswers::poll_news`). For a lone caller (`lone`:
+/// at most its one call on the pool) past the largest request the
+/// connection's workers read (`max_request`): its next request, a large one
+/// included, is the worker's; a larger one the worker that looks hands
+/// back. For a pipelining caller's runs past one look: once more than that
+/// waits, the task is woken and reads along with the worker (at
+/// 1:100:10240 a mark past the largest request cost 7–10 % of the calls
+/// per second).
+pub(crate) fn lent_lowat(max_request: usize, lone: bool) -> usize {
+    match lone {
+        true => max_request.max(RECV_SIZE) + 1,
+        false => RECV_SIZE + 1,
+    }
+}
 
 /// The connection's side of a lent read: what makes calls of the requests
 /// a worker read.
@@ -185,9 +205,18 @@ pub(super) unsafe fn read_requests(
         };
     }
     let reads = inbox.reads();
-    let buf = reads.prepare(None);
+    // A request larger than a look, begun in an earlier one: room for its
+    // rest, read at once.
+    let begun = match read_header(reads.buffer()) {
+        Ok(Some(header)) if (RECV_SIZE as u64 + 1..=max as u64).contains(&header.frame_len()) => {
+            Some(header.frame_len() as usize)
+        }
+        _ => None,
+    };
+    let buf = reads.prepare(begun);
+    let rest = begun.map_or(0, |len| len.saturating_sub(buf.len()));
     let spare = buf.spare_capacity_mut();
-    let want = spare.len().min(RECV_SIZE);
+    let want = spare.len().min(RECV_SIZE.max(rest));
     // SAFETY: the caller's contract.
     match unsafe { socket.recv_now(&mut spare[..want]) } {
         // The end of the stream: the task reads it again, after the bytes.

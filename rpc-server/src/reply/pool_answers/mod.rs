@@ -95,8 +95,8 @@
 //! has no other work: the worker that answers the last of them reads the
 //! next run (the connection backs off after loans that read nothing,
 //! `connection::worker_reads::RunLoans`). Meanwhile the socket's receive
-//! low-water mark is raised past what a worker reads at once, so the
-//! kernel does not wake the runtime thread in `epoll_wait` for each run
+//! low-water mark is raised past the largest request a worker reads, so
+//! the kernel does not wake the runtime thread in `epoll_wait` for each run
 //! either (TCP; `RawSocket::set_recv_lowat`).
 //!
 //! Invariants:
@@ -148,7 +148,7 @@ use rpc_core::{RpcError, RpcResponse};
 use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
-use super::pool_reads::{read_requests, Inbox, TakeRequest, LENT_LOWAT};
+use super::pool_reads::{lent_lowat, read_requests, Inbox, TakeRequest};
 use crate::admission::QuietMarker;
 use crate::config::AnswerCompression;
 use crate::stats::ServerStats;
@@ -422,8 +422,9 @@ impl PoolAnswers {
             if let Some(lender) = &self.socket {
                 // Requests a worker takes wake no runtime thread: the kernel
                 // signals the socket readable only past a request's size.
+                let lowat = lent_lowat(self.max_request, self.in_flight() <= 1);
                 // SAFETY: not closed (checked above, under this lock).
-                let _ = unsafe { lender.socket.set_recv_lowat(LENT_LOWAT) };
+                let _ = unsafe { lender.socket.set_recv_lowat(lowat) };
             }
         }
         Poll::Pending

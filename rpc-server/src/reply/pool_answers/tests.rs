@@ -667,3 +667,60 @@ async fn the_inbox_stays_within_a_few_looks_while_requests_are_held_and_is_freed
     answers.close();
     drop((read, write));
 }
+
+/// A request of `len` body bytes.
+fn request_of(id: u64, len: usize) -> BytesMut {
+    let mut out = BytesMut::new();
+    OutFrame::request(id, 0, "S", "m", Bytes::from(vec![7u8; len]))
+        .encode(&mut out, 1 << 20)
+        .unwrap();
+    out
+}
+
+/// A request larger than one look (100 KiB) is taken whole by the looks of
+/// a worker — its rest read once its header is in — and one past the
+/// largest a worker reads goes back to the task. The socket's low-water
+/// mark while lent is past the largest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_larger_than_a_look_is_taken_whole_and_one_past_the_largest_goes_back() {
+    use crate::reply::pool_reads::{lent_lowat, READ_MAX, RECV_SIZE};
+    use tokio::io::AsyncWriteExt;
+    let (read, write, mut client) = socket_pair().await;
+    let kept = Arc::new(Kept::default());
+    let (answers, _) = reading_answers_with(&write, 1000, kept.clone());
+    assert_eq!(answers.max_request(), READ_MAX);
+    assert!(lent_lowat(answers.max_request(), true) > READ_MAX);
+    assert_eq!(lent_lowat(answers.max_request(), false), RECV_SIZE + 1);
+    lend(&answers);
+    let large = request_of(1, 100 << 10);
+    assert!(large.len() > RECV_SIZE);
+    // The client writes while the "worker" (this thread) looks.
+    let writer = tokio::spawn(async move {
+        client.write_all(&large).await.unwrap();
+        client
+    });
+    look_until(&answers, || kept.1.load(Ordering::SeqCst) == 1);
+    let mut client = writer.await.unwrap();
+    {
+        let frames = kept.0.lock();
+        assert_eq!(frames.len(), 1, "taken whole, once");
+        assert_eq!(frames[0].header.request_id, 1);
+        assert_eq!(frames[0].body.len(), 100 << 10);
+    }
+    assert!(answers.take_handed().is_none(), "nothing went back");
+    // Past the largest a worker reads: back to the task, from its start.
+    let too_large = request_of(2, READ_MAX + 1);
+    let head = too_large[..64].to_vec();
+    let writer = tokio::spawn(async move {
+        // The rest stays unread until the task reads it.
+        let _ = client.write_all(&too_large).await;
+    });
+    look_until(&answers, || answers.state.lock().handed.is_some());
+    let handed = answers.take_handed().expect("handed back");
+    assert!(handed.bytes.len() >= 64);
+    assert_eq!(&handed.bytes[..64], &head[..], "from its start");
+    assert_eq!(kept.1.load(Ordering::SeqCst), 1, "not taken");
+    answers.close();
+    writer.abort();
+    drop((read, write));
+}
