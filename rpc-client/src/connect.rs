@@ -45,9 +45,9 @@ pub enum Connect {
         /// Calls made together (while a connection's next write is still
         /// gathering) that share that write before calls move on to the next
         /// connection; 1 picks strictly round-robin per call. Above 1, a
-        /// call made while only a few others are in flight (fewer than 4)
-        /// stays on the connection of the call before (a light load uses one
-        /// connection).
+        /// call made while only a few others are in flight (fewer than 4,
+        /// and fewer than `coalesce_calls`) stays on the connection of the
+        /// call before (a light load uses one connection).
         #[serde(default = "coalesce_calls")]
         coalesce_calls: usize,
     },

@@ -44,14 +44,18 @@
 //!
 //! A call made while fewer than [`LIGHT_LOAD`] calls of the client are in
 //! flight, and fewer than the cap (a lone caller, one call after another,
-//! or a few callers) goes
-//! to the connection the call before went to, not round-robin: there is no
-//! load to spread, and both sides busy-poll a connection whose answers, or
-//! requests, follow each other closely (`busy_poll`): taking turns over `n`
-//! connections would show each of them only every `n`-th call, and neither
-//! side's poll would ever catch one, so every call would pay a wake-up on
-//! each side. As soon as more calls overlap, they spread as above. `coalesce_calls = 1`
-//! keeps strict round-robin, a light load's calls included.
+//! or a few callers) goes to the connection the call before went to, not
+//! round-robin, while that connection is open and its write buffer not
+//! full: there is no load to spread, and the server busy-polls a connection
+//! whose requests follow each other closely (its connection task, or with
+//! pool dispatch the worker that answered, for the next request), as the
+//! client does for a lone caller's answer (`busy_poll`). Taken in turns
+//! over `n` connections, each would see a call only now and then, no poll
+//! would catch one, and every call would pay a wake-up on each side. As
+//! soon as more calls overlap, they spread as above. `coalesce_calls = 1`
+//! keeps strict round-robin, a light load's calls included. The count is
+//! the client's (every address, streams included): a client with 4 streams
+//! open anywhere spreads its calls as under load.
 //!
 //! # A broken slot is reconnected by the call that found it
 //!
@@ -146,10 +150,15 @@ impl FixedConnections {
         }
         if self.batch_cap > 1 && self.in_flight.get() < LIGHT_LOAD.min(self.batch_cap) {
             let at = self.current.load(Ordering::Relaxed) % n;
-            // Round-robin steps on from here once the load grows.
-            self.next.store(at + 1, Ordering::Relaxed);
-            lane.store(at, Ordering::Relaxed);
-            return Pick::Next(at);
+            // A broken connection, or one whose write buffer is full, is
+            // left to round-robin, which moves on (and reconnects a broken
+            // slot it picks).
+            if let Some(conn) = self.slots[at].usable() {
+                // Round-robin steps on from here once the load grows.
+                self.next.store(at + 1, Ordering::Relaxed);
+                lane.store(at, Ordering::Relaxed);
+                return Pick::Join(conn);
+            }
         }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % n;
         // Racing callers on other threads may each step on; any of their

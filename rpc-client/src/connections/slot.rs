@@ -57,6 +57,14 @@ impl Slot {
         (queued > 0 && queued < cap && c.is_open()).then(|| c.clone())
     }
 
+    /// The open connection if it can take a call now: its write buffer not
+    /// full (a peer that does not read).
+    pub fn usable(&self) -> Option<Arc<Connection>> {
+        let conn = self.conn.read();
+        let c = conn.as_ref()?;
+        (c.is_open() && c.queued_frames() != usize::MAX).then(|| c.clone())
+    }
+
     pub fn is_open(&self) -> bool {
         self.current().is_some()
     }

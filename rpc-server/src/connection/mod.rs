@@ -624,7 +624,7 @@ async fn serve_halves<R, W>(
                 || pooled.is_some_and(|answers| {
                     reader
                         .partial_frame()
-                        .is_some_and(|len| len <= answers.max_request() as u64)
+                        .is_some_and(|len| len <= answers.max_seed() as u64)
                 }))
             && pool_lane.is_some_and(|lane| {
                 if !lane.answers.lends_reads() {

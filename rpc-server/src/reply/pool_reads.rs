@@ -26,7 +26,7 @@
 //! # What a worker takes, and what it leaves
 //!
 //! One `recv` per look, of up to [`RECV_SIZE`] bytes — or the rest of a
-//! request whose start an earlier look read, however large — into the
+//! request whose start an earlier look read, up to [`READ_MAX`] — into the
 //! loan's inbox, which keeps the start of a request whose rest has not come
 //! yet.
 //! A worker keeps the whole request frames at the front of what it holds —
@@ -72,7 +72,8 @@ use super::PoolAnswers;
 pub(crate) const RECV_SIZE: usize = 32 * 1024;
 
 /// The smallest look of a loan's inbox: a connection's first look reads
-/// this much, then the looks grow to [`RECV_SIZE`] as they fill.
+/// this much, then the looks grow to [`RECV_SIZE`] as they fill (a look
+/// that completes a larger request reads its rest, see [`READ_MAX`]).
 const INBOX_MIN: usize = 512;
 
 /// A loan's inbox: the bytes a worker read and has not made calls of yet.
@@ -129,11 +130,15 @@ impl Inbox {
 /// The largest request a worker reads itself; larger ones go to the
 /// connection's task (and, past its read buffer, its frame budget). Above
 /// [`RECV_SIZE`] a request takes more than one look: once its header is in,
-/// the next look makes room for its rest and reads it in one `recv`. A
-/// lone caller of 50 KiB requests ran 2.4× the calls per second once
-/// workers read them, level with direct dispatch (BENCHMARKS.md, "Workers
-/// read large requests"). The inbox holds at most one such request beyond a
-/// look, and nothing once the connection idles.
+/// the next look makes room for its rest and reads it in one `recv`, under
+/// the loan's lock (the connection's answers wait for it: tens of
+/// microseconds for the largest). A lone caller of 50 KiB requests ran
+/// 2.4× the calls per second once workers read them, level with direct
+/// dispatch (BENCHMARKS.md, "A light load on one connection; workers read
+/// large requests"). While the worker holds such requests (their calls
+/// run), the inbox keeps up to three allocations of that size — its own and
+/// two spares, as the connection's read buffer does; nothing once the
+/// connection idles.
 pub(crate) const READ_MAX: usize = 256 * 1024;
 
 /// The socket's receive low-water mark while its read side is lent, so
@@ -142,10 +147,13 @@ pub(crate) const READ_MAX: usize = 256 * 1024;
 /// at most its one call on the pool) past the largest request the
 /// connection's workers read (`max_request`): its next request, a large one
 /// included, is the worker's; a larger one the worker that looks hands
-/// back. For a pipelining caller's runs past one look: once more than that
-/// waits, the task is woken and reads along with the worker (at
-/// 1:100:10240 a mark past the largest request cost 7–10 % of the calls
-/// per second).
+/// back (and the mark goes back to 1 with the read side). For a pipelining
+/// caller's runs past one look: once more than that waits, the task is
+/// woken and reads along with the worker (at 1:100:10240 a mark past the
+/// largest request cost 7–10 % of the calls per second). A run's loan with
+/// one call left counts as a lone caller's. On Linux a mark past the
+/// socket's receive buffer grows the buffer (and clamps the window to the
+/// mark until the kernel's receive-buffer tuning grows it again).
 pub(crate) fn lent_lowat(max_request: usize, lone: bool) -> usize {
     match lone {
         true => max_request.max(RECV_SIZE) + 1,

@@ -95,9 +95,10 @@
 //! has no other work: the worker that answers the last of them reads the
 //! next run (the connection backs off after loans that read nothing,
 //! `connection::worker_reads::RunLoans`). Meanwhile the socket's receive
-//! low-water mark is raised past the largest request a worker reads, so
-//! the kernel does not wake the runtime thread in `epoll_wait` for each run
-//! either (TCP; `RawSocket::set_recv_lowat`).
+//! low-water mark is raised past a lone caller's largest request, or past
+//! one look for a pipelining caller's runs (`pool_reads::lent_lowat`), so
+//! the kernel does not wake the runtime thread in `epoll_wait` for each
+//! request or run either (TCP; `RawSocket::set_recv_lowat`).
 //!
 //! Invariants:
 //! - One reader at a time: a worker reads only under this lock with
@@ -311,9 +312,12 @@ impl PoolAnswers {
         self
     }
 
-    /// The largest request a worker reads itself on this connection.
-    pub fn max_request(&self) -> usize {
-        self.max_request
+    /// The largest start of a request the task gives a loan
+    /// ([`seed`](Self::seed)): one look's worth. A larger request in part
+    /// stays with the task, which reads it on: seeded, a slowly arriving
+    /// one would be copied back and forth at every tick of the loan.
+    pub fn max_seed(&self) -> usize {
+        self.max_request.min(super::pool_reads::RECV_SIZE)
     }
 
     /// Gives the loan about to be made the start of a request the task
@@ -421,7 +425,8 @@ impl PoolAnswers {
             }
             if let Some(lender) = &self.socket {
                 // Requests a worker takes wake no runtime thread: the kernel
-                // signals the socket readable only past a request's size.
+                // signals the socket readable only past a lone caller's
+                // request, or a look of a run.
                 let lowat = lent_lowat(self.max_request, self.in_flight() <= 1);
                 // SAFETY: not closed (checked above, under this lock).
                 let _ = unsafe { lender.socket.set_recv_lowat(lowat) };
