@@ -60,9 +60,7 @@ impl Slot {
     /// The open connection if it can take a call now: its write buffer not
     /// full (a peer that does not read).
     pub fn usable(&self) -> Option<Arc<Connection>> {
-        let conn = self.conn.read();
-        let c = conn.as_ref()?;
-        (c.is_open() && c.queued_frames() != usize::MAX).then(|| c.clone())
+        self.current().filter(|c| c.queued_frames() != usize::MAX)
     }
 
     pub fn is_open(&self) -> bool {

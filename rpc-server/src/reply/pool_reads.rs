@@ -155,9 +155,10 @@ pub(crate) const READ_MAX: usize = 256 * 1024;
 /// socket's receive buffer grows the buffer (and clamps the window to the
 /// mark until the kernel's receive-buffer tuning grows it again).
 pub(crate) fn lent_lowat(max_request: usize, lone: bool) -> usize {
-    match lone {
-        true => max_request.max(RECV_SIZE) + 1,
-        false => RECV_SIZE + 1,
+    if lone {
+        max_request.max(RECV_SIZE) + 1
+    } else {
+        RECV_SIZE + 1
     }
 }
 
