@@ -1,5 +1,5 @@
 //! [`admit`]: how a request or stream-open frame becomes a call — routed,
-//! its body opened, its [`Context`](rpc_core::Context) set — or the error
+//! its body opened, its [`Context`] set — or the error
 //! its caller gets instead.
 //!
 //! The one way a frame becomes a call, for the frames the connection's task

@@ -5,7 +5,7 @@
 //!
 //! A worker-read request goes the way of one the task read: [`admit`]
 //! routes it and opens it (or gives the error its caller gets), a
-//! [`PoolJob`] runs it, its [`AnswerSlot`](crate::reply::AnswerSlot)
+//! [`PoolJob`] runs it, its [`AnswerSlot`]
 //! answers it. What the task would have done itself is recorded for it:
 //! the call goes into [`WorkerReads::started`], which the task moves into
 //! its live-call table (deadlines, `Cancel` frames) as soon as it takes its

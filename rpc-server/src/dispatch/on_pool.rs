@@ -9,7 +9,7 @@
 //! full and every other call queued behind them or was refused
 //! `ServerBusy`, with the CPU idle. Here a waiting handler becomes an
 //! [`async_task`] task whose waker hands its next poll back to the pool
-//! ([`WorkerPool::resume`]): every poll still runs on a worker thread (a
+//! ([`WorkerPool::resume`](crate::pool::WorkerPool::resume)): every poll still runs on a worker thread (a
 //! handler that blocks between two awaits still occupies one worker and
 //! stalls nothing else: the Tomcat guarantee), but between polls the call
 //! holds no worker, so the other calls run on it.

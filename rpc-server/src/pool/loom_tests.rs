@@ -25,6 +25,7 @@
 //! to at most its value (`.ci/loom` sets 4, i.e. the models' own bounds; set
 //! 1 for a quick smoke run). To explore deeper, raise a model's bound.
 
+use super::seat::Seat;
 use super::sync::{set_timed_waits, Arc, AtomicUsize, Condvar, Mutex, TimedWaits};
 use super::*;
 use std::sync::atomic::Ordering::SeqCst;

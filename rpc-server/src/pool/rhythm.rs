@@ -27,7 +27,8 @@
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
-use super::{Shared, Taken};
+use super::shared::Shared;
+use super::Taken;
 
 /// What a worker knows of a lone caller's rhythm: lone tasks in a row, each
 /// followed by the next within [`IDLE_SPIN`] — the pattern for which waiting
@@ -159,7 +160,7 @@ fn next_poll() -> Option<std::sync::Arc<dyn super::IdlePoll>> {
 /// idle server, a slow caller) find it parked without costing a spin each,
 /// and so does the odd moment a busy pool runs dry (at 10:100, spinning
 /// then took ~3 % of the server's CPU).
-const IDLE_SPIN: Duration = Duration::from_micros(100);
+pub(super) const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Lone tasks in a row, each followed by the next within [`IDLE_SPIN`],
 /// before a worker spins for the next (see there).

@@ -79,7 +79,7 @@ pub(crate) struct Seat {
     /// The pool this worker belongs to (the address of its shared state).
     #[cfg_attr(brisk_loom, allow(dead_code))] // seats stay out of the models
     pool: usize,
-    /// The calls of the running task's run not started yet ([`hold_rest`]),
+    /// The calls of the running task's run not started yet ([`hold_rest`](super::WorkerPool::hold_rest)),
     /// and the monitor tick at which the run showed them.
     rest: Mutex<Option<(std::sync::Arc<dyn Rest>, u64)>>,
 }

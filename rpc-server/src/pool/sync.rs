@@ -28,15 +28,15 @@
 //! `core_threads` (the retire path) and `WorkerPool::shutdown` with a finite
 //! timeout. A deadline can only ever *cut a wait short*, so the shim models a
 //! timed wait as one of two policies, chosen per model with
-//! [`set_timed_waits`]:
+//! `set_timed_waits`:
 //!
-//! * [`TimedWaits::Expire`] — every timed wait "times out" at once: it
+//! * `TimedWaits::Expire` — every timed wait "times out" at once: it
 //!   releases the lock, yields (other threads run; loom explores which), takes
 //!   the lock back and reports a time-out. This is the schedule in which
 //!   `keep_alive` elapses as early as it possibly could, so the retire path
 //!   runs at every idle moment loom can find; a time-out that comes later is
 //!   the same decision taken in a state loom also reaches.
-//! * [`TimedWaits::Never`] — a timed wait is an untimed one (`keep_alive` is
+//! * `TimedWaits::Never` — a timed wait is an untimed one (`keep_alive` is
 //!   infinite, loom's own semantics). Then a waiter can only leave on a
 //!   notification, so a notification that is lost shows up as a loom
 //!   deadlock instead of being papered over by a time-out.

@@ -24,7 +24,7 @@
 //! * **A stalled queue is rescued by the monitor.** A worker that is awake
 //!   may be blocked in its handler; then nobody takes the tasks behind it.
 //!   Each task is stamped with the monitor's tick when offered, and every
-//!   tick the monitor ([`TaskQueue::rescue`], see `monitor.rs`) wakes one more
+//!   tick the monitor ([`TaskQueue::rescue`], see `monitor/`) wakes one more
 //!   worker while the oldest queued task has waited a full tick. It is nudged
 //!   awake only when an offer (or `wake_idle`) left tasks to a worker inside a
 //!   task, with none woken for them — with one call at a time it sleeps. A blocking
@@ -324,7 +324,7 @@ impl TaskQueue for TransferQueue {
         Ok(())
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(brisk_loom)))]
     fn parked(&self) -> usize {
         self.state.lock().parked.len()
     }

@@ -54,7 +54,7 @@
 //! that takes its read side back finds every call a worker started before
 //! any frame read after it (a `Cancel` finds its call; a deadline is
 //! watched). The lock is the one of the connection's answers
-//! ([`PoolAnswers`](super::PoolAnswers)), which also closes the socket to
+//! ([`PoolAnswers`]), which also closes the socket to
 //! the workers before its halves drop.
 
 use std::io;

@@ -9,7 +9,7 @@
 //! - [`out`]: `StreamOut`, the queue from the streams' handlers to the
 //!   connection's outbox, which writes their frames with its other answers.
 //! - [`run`]: one stream's run — interceptors, handler, deadline, end.
-//! - [`local`]: a flow read in this process (the HTTP gateway's streams).
+//! - `local`: a flow read in this process (the HTTP gateway's streams).
 //!
 //! # Streams run on their connection's task
 //!

@@ -50,8 +50,13 @@
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
 
-use super::sync::{Arc, AtomicBool, Condvar, Mutex};
-use super::{Rescue, Shared, Task};
+pub(in crate::pool) mod bell;
+
+pub(crate) use bell::Monitor;
+
+use super::shared::Shared;
+use super::sync::Arc;
+use super::{Rescue, Task};
 
 /// How often the monitor looks while the pool has work.
 #[cfg_attr(brisk_loom, allow(dead_code))]
@@ -60,51 +65,6 @@ pub(crate) const TICK: Duration = Duration::from_millis(1);
 /// Ticks with nothing to watch before the monitor sleeps.
 #[cfg_attr(brisk_loom, allow(dead_code))]
 const QUIET_TICKS: u32 = 10;
-
-/// The monitor's sleep and wake-up.
-pub(crate) struct Monitor {
-    asleep: AtomicBool,
-    lock: Mutex<()>,
-    wake: Condvar,
-    /// Under loom (no monitor thread): whether anything nudged, so a model
-    /// can play a monitor that sleeps until it is nudged.
-    #[cfg(brisk_loom)]
-    nudged: AtomicBool,
-}
-
-impl Monitor {
-    pub(crate) fn new() -> Self {
-        Monitor {
-            asleep: AtomicBool::new(false),
-            lock: Mutex::new(()),
-            wake: Condvar::new(),
-            #[cfg(brisk_loom)]
-            nudged: AtomicBool::new(false),
-        }
-    }
-
-    /// Wakes the monitor if it sleeps: the pool has work to watch again.
-    pub(crate) fn nudge(&self) {
-        #[cfg(brisk_loom)]
-        self.nudged.swap(true, SeqCst);
-        if self.asleep.load(SeqCst) {
-            let _guard = self.lock.lock();
-            self.wake.notify_one();
-        }
-    }
-
-    /// Whether anything nudged the monitor yet (loom models only).
-    #[cfg(all(brisk_loom, test))]
-    pub(crate) fn was_nudged(&self) -> bool {
-        self.nudged.load(SeqCst)
-    }
-
-    /// Wakes the monitor to see the shutdown flag (set before this call).
-    pub(crate) fn stop(&self) {
-        let _guard = self.lock.lock();
-        self.wake.notify_one();
-    }
-}
 
 impl Shared {
     /// One tick of the monitor (see the module docs). Returns whether there
