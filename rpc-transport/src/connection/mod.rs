@@ -30,28 +30,23 @@
 //! call pending on it, or started on it afterwards, fails with that error —
 //! `TooManyConnections`, not a `ConnectionClosed` that looks like a crash.
 
-use std::borrow::Cow;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use rpc_codec::{Code, Frame, FrameKind, OutFrame, Status, CONNECTION_REQUEST_ID};
+use rpc_codec::{Frame, OutFrame};
 use rpc_core::{RpcError, WriteMode};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::{debug, warn};
 
-use crate::addr::Address;
 use crate::heartbeat::{self, Activity};
 use crate::pending::{self, PendingCalls};
 use crate::streams::{OpenStreams, StreamLink};
 use crate::writer::Offer;
-use crate::{BusyPoll, ClientTransport, CloseSignal, FrameReader, FrameWriter, Inbound, ReadNow};
+use crate::{ClientTransport, CloseSignal, FrameReader, FrameWriter, ReadNow};
 use rpc_core::stream::{Credit, Inbox, RawStreaming, StreamPeer, StreamSink};
 
 /// State shared by a connection's handle and its reader task.
@@ -110,112 +105,6 @@ pub struct Connection {
     /// This connection as its streams' peer.
     link: Arc<StreamLink>,
     max_frame_size: usize,
-}
-
-/// Opens a connection to `addr` (`host:port`, or `unix:/path` for a Unix
-/// domain socket; see [`addr`](crate::addr)) within `client.connect_timeout`.
-pub async fn connect(addr: &str, client: &ClientTransport) -> Result<Arc<Connection>, RpcError> {
-    match Address::parse(addr) {
-        Address::Tcp(host_port) => {
-            let stream =
-                within_connect_timeout(addr, client, TcpStream::connect(host_port)).await?;
-            #[cfg(feature = "tls")]
-            if let Some(tls) = &client.tls {
-                if let Err(e) = stream.set_nodelay(client.shared.nodelay) {
-                    debug!(%addr, error = %e, "could not set TCP_NODELAY");
-                }
-                return over_tls(stream, addr, tls, client).await;
-            }
-            Connection::from_stream(stream, client)
-        }
-        Address::Unix(path) => {
-            let stream = within_connect_timeout(addr, client, connect_unix(path)).await?;
-            #[cfg(feature = "tls")]
-            if let Some(tls) = &client.tls {
-                return over_tls(stream, addr, tls, client).await;
-            }
-            let (read_half, write_half) = stream.into_split();
-            Ok(Connection::from_halves(
-                read_half,
-                write_half,
-                addr.into(),
-                client,
-            ))
-        }
-    }
-}
-
-/// Connects to the Unix socket at `path`. A full accept queue fails a Unix
-/// connect at once (`EAGAIN`) where TCP would wait for room, so that is
-/// tried again after a short pause; the connect timeout bounds the tries.
-async fn connect_unix(path: &std::path::Path) -> std::io::Result<UnixStream> {
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match UnixStream::connect(path).await {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            done => return done,
-        }
-    }
-}
-
-/// Awaits `connecting` within `client.connect_timeout`; a failure names `addr`.
-async fn within_connect_timeout<S>(
-    addr: &str,
-    client: &ClientTransport,
-    connecting: impl Future<Output = std::io::Result<S>>,
-) -> Result<S, RpcError> {
-    match tokio::time::timeout(client.connect_timeout, connecting).await {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(RpcError::Connect {
-            addr: addr.to_owned(),
-            reason: e.to_string(),
-            source: Some(rpc_core::Cause::new(e)),
-        }),
-        Err(_) => Err(RpcError::ConnectTimeout {
-            addr: addr.to_owned(),
-            timeout: client.connect_timeout,
-        }),
-    }
-}
-
-/// The TLS handshake on a connected `stream`, then the connection over it.
-#[cfg(feature = "tls")]
-async fn over_tls<S>(
-    stream: S,
-    addr: &str,
-    tls: &crate::tls::TlsConnector,
-    client: &ClientTransport,
-) -> Result<Arc<Connection>, RpcError>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    // One deadline for the handshake too: a peer that never answers it
-    // (a plain TCP server, say) fails the connect instead of hanging it.
-    let handshake = tokio::time::timeout(client.connect_timeout, tls.connect(stream, addr));
-    let tls_stream = match handshake.await {
-        Ok(r) => r?,
-        Err(_) => {
-            let reason = format!(
-                "TLS handshake with {addr} failed: no answer within {:?} (is it a TLS server?)",
-                client.connect_timeout
-            );
-            return Err(RpcError::Connect {
-                addr: addr.to_owned(),
-                reason,
-                source: None,
-            });
-        }
-    };
-    let (read_half, write_half) = tokio::io::split(tls_stream);
-    Ok(Connection::from_halves(
-        read_half,
-        write_half,
-        addr.into(),
-        client,
-    ))
 }
 
 impl Connection {
@@ -367,16 +256,7 @@ impl Connection {
             deadline,
             timeout,
         } = spec;
-        let size = frame.encoded_len();
-        if size > self.max_frame_size {
-            return Err(RpcError::FrameTooLarge {
-                size: size as u64,
-                max: self.max_frame_size as u64,
-            });
-        }
-        if self.shared.close.is_closed() {
-            return Err(self.shared.not_sent());
-        }
+        self.may_send(frame)?;
         let (id, in_flight) = self.shared.pending.insert_counted(deadline, waker);
         frame.request_id = id;
         // At least 1 ms: 0 on the wire means "no deadline".
@@ -463,16 +343,10 @@ impl Connection {
         Ok(())
     }
 
-    /// Opens a streaming call with `frame` (a `StreamOpen`; its id and
-    /// timeout are set here): the server's items arrive in the returned
-    /// stream, within `spec.window` items of credit; with
-    /// `spec.client_streams` the caller's items go through the returned
-    /// sink, within the server's credit. Nothing here waits.
-    pub fn open_stream(
-        self: &Arc<Self>,
-        frame: &mut OutFrame,
-        spec: StreamSpec,
-    ) -> Result<OpenStream, RpcError> {
+    /// Whether `frame` may go out: not over the peer's `max_frame_size`
+    /// (`FrameTooLarge`, the connection untouched), and the connection not
+    /// closed (`NotSent`, or the error the server closed it with).
+    fn may_send(&self, frame: &OutFrame) -> Result<(), RpcError> {
         let size = frame.encoded_len();
         if size > self.max_frame_size {
             return Err(RpcError::FrameTooLarge {
@@ -483,6 +357,20 @@ impl Connection {
         if self.shared.close.is_closed() {
             return Err(self.shared.not_sent());
         }
+        Ok(())
+    }
+
+    /// Opens a streaming call with `frame` (a `StreamOpen`; its id and
+    /// timeout are set here): the server's items arrive in the returned
+    /// stream, within `spec.window` items of credit; with
+    /// `spec.client_streams` the caller's items go through the returned
+    /// sink, within the server's credit. Nothing here waits.
+    pub fn open_stream(
+        self: &Arc<Self>,
+        frame: &mut OutFrame,
+        spec: StreamSpec,
+    ) -> Result<OpenStream, RpcError> {
+        self.may_send(frame)?;
         // The id's slot is held until the stream is over (`StreamLink`); a
         // stream's deadline is its own (`RawStreaming`), not the sweeper's.
         let (id, _) = self.shared.pending.insert_counted(far_future(), None);
@@ -587,333 +475,15 @@ impl Drop for Connection {
     }
 }
 
-/// How one request goes out: what [`Connection::start`] needs beside the
-/// frame (which carries the names, the serializer, the metadata and the body).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SendSpec {
-    /// Return once the frame is queued ([`WriteMode::Async`]) or written
-    /// ([`WriteMode::Sync`]).
-    pub mode: WriteMode,
-    /// When the caller gives up, on the write and on the answer.
-    pub deadline: Instant,
-    /// The time left until `deadline` when the request is sent: it travels in
-    /// the frame (the server's view of the deadline) and is what a timeout
-    /// error reports.
-    pub timeout: Duration,
-}
-
-/// How a stream is opened: what [`Connection::open_stream`] needs beside
-/// the frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StreamSpec {
-    /// Items of the server's flow the caller takes before it reads any.
-    pub window: u32,
-    /// Whether the caller sends a flow of its own.
-    pub client_streams: bool,
-    /// The whole stream's deadline, from now (`None`: none).
-    pub timeout: Option<Duration>,
-}
-
-/// A stream just opened.
-#[derive(Debug)]
-pub struct OpenStream {
-    /// The server's items.
-    pub items: RawStreaming,
-    /// Where the caller's items go (client and bidirectional streams).
-    pub sink: Option<StreamSink>,
-}
-
 /// A deadline no stream's id slot reaches (streams time themselves).
 fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(60 * 60 * 24 * 365 * 30)
 }
 
-/// What [`Connection::start`] did with a request.
-#[derive(Debug)]
-pub enum Started {
-    /// Registered and queued for writing: await the call's response.
-    Sent(PendingCall),
-    /// Registered; the write still has to wait (for room in the write queue, or
-    /// for the write itself in [`WriteMode::Sync`]): await the [`WriteWait`] first.
-    Waiting(PendingCall, WriteWait),
-}
+mod call;
+mod dial;
+mod read_loop;
 
-/// The waiting half of a send; resolves once the request is queued (async
-/// write mode) or written (sync), or with the write error or timeout.
-pub struct WriteWait(Pin<Box<dyn Future<Output = Result<(), RpcError>> + Send>>);
-
-impl std::fmt::Debug for WriteWait {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WriteWait")
-    }
-}
-
-impl Future for WriteWait {
-    type Output = Result<(), RpcError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.0.as_mut().poll(cx)
-    }
-}
-
-/// A request that has been sent and waits for its response.
-///
-/// Dropping it before its answer (the caller gave up, lost a `select!`) and
-/// timing out both remove its pending slot, so a late response is
-/// recognised as stale and dropped, and tell the server with a `Cancel`
-/// frame, so it stops the call (or discards its answer) instead of running
-/// it for nobody.
-#[derive(Debug)]
-pub struct PendingCall {
-    conn: Arc<Connection>,
-    id: u64,
-    timeout: Duration,
-    service: Cow<'static, str>,
-    method: Cow<'static, str>,
-    answered: bool,
-}
-
-impl PendingCall {
-    /// The request id on its connection.
-    pub fn request_id(&self) -> u64 {
-        self.id
-    }
-
-    /// Waits for the response frame until the call's deadline (enforced by the
-    /// connection's deadline sweeper: one timer per connection, not per call).
-    pub async fn response(self) -> Result<Frame, RpcError> {
-        self.outcome(false).await
-    }
-
-    /// [`response`](Self::response); `armed`: the slot holds the waker of
-    /// the poll this future is first polled in (see [`Connection::call`]),
-    /// so that poll waits without looking.
-    async fn outcome(mut self, mut armed: bool) -> Result<Frame, RpcError> {
-        let outcome = std::future::poll_fn(|cx| {
-            if std::mem::take(&mut armed) {
-                return Poll::Pending;
-            }
-            self.conn.shared.pending.poll(self.id, cx)
-        })
-        .await;
-        // Collected (or never there): the slot is free.
-        self.answered = true;
-        match outcome {
-            Some(Err(RpcError::Timeout { .. })) => Err({
-                self.send_cancel();
-                RpcError::Timeout {
-                    service: self.service.to_string(),
-                    method: self.method.to_string(),
-                    timeout: self.timeout,
-                }
-            }),
-            Some(outcome) => outcome,
-            None => {
-                let shared = &self.conn.shared;
-                Err(shared.close.error(&shared.peer))
-            }
-        }
-    }
-}
-
-impl PendingCall {
-    /// Tells the server this call is given up. Without waiting: a full write
-    /// queue or a closed connection drops the cancel (the server's deadline
-    /// still ends the call).
-    fn send_cancel(&self) {
-        let _ = self
-            .conn
-            .writer
-            .try_send(&OutFrame::control(FrameKind::Cancel, self.id));
-    }
-}
-
-impl Drop for PendingCall {
-    fn drop(&mut self) {
-        // Collected by `response`; otherwise the caller gave up on it: free
-        // the slot and tell the server.
-        if !self.answered {
-            let was_waiting = self.conn.shared.pending.remove(self.id);
-            // An answer that arrived but was not collected needs no cancel.
-            if was_waiting && !self.conn.shared.close.is_closed() {
-                self.send_cancel();
-            }
-        }
-    }
-}
-
-async fn read_loop<R: AsyncRead + ReadNow + Unpin>(
-    shared: Arc<Shared>,
-    mut reader: FrameReader<R>,
-    writer: FrameWriter,
-    busy_poll: Duration,
-) {
-    let close = shared.close.clone();
-    let mut closed = close.watch();
-    // A lone caller's answers are polled for (see `busy_poll`).
-    let mut poll = BusyPoll::new(busy_poll, reader.can_read_now());
-    // One read's answers, and their callers' wakers (kept for reuse).
-    let mut answers: Vec<Frame> = Vec::new();
-    let mut wakers = Vec::new();
-    loop {
-        // The read comes first: while frames keep arriving, the close waiter is
-        // not polled at all; it is checked with one atomic load instead, and
-        // polled (cheaply, see `ClosedWatch`) only when the read has to wait.
-        if close.is_closed() {
-            break;
-        }
-        let polling = poll.keep_polling();
-        let next = tokio::select! {
-            biased;
-            r = reader.next() => r,
-            _ = &mut closed => break,
-            // Last: only when the read has to wait. What `read_now` buffers,
-            // the next turn's `next` hands up at once.
-            _ = tokio::task::yield_now(), if polling => {
-                if reader.read_now() {
-                    shared.busy_poll_reads.fetch_add(1, Ordering::Relaxed);
-                } else if shared.pending.client_in_flight() == 0 {
-                    // Nothing can be answered before the caller's next call,
-                    // and the caller may be on another thread (a runtime
-                    // worker that took its task, a blocking caller): this
-                    // thread's core is offered to whatever waits for it on
-                    // this CPU. Spinning on with both cores of a small
-                    // machine held by polls (this one and the server's) left
-                    // that thread without a core until a poll ran out: 1:1
-                    // p99 at the 200 µs limit, measured (BENCHMARKS.md,
-                    // "The client's poll offers its core").
-                    shared.busy_poll_core_offers.fetch_add(1, Ordering::Relaxed);
-                    std::thread::yield_now();
-                } else if shared.waits_for_nothing() {
-                    // The client's call went to another of its connections
-                    // (calls that overlapped moved the client's `fixed`
-                    // connections on): its answer will not come here.
-                    poll.stop();
-                }
-                continue;
-            }
-        };
-        // One clock reading per read (the frames buffered behind this one
-        // are handled below without it), only while at most one call is in
-        // flight (a lone caller: its next answer is worth polling for).
-        if poll.is_on() {
-            let lone = shared.pending.client_in_flight() <= 1;
-            if lone {
-                let now = std::time::Instant::now();
-                if poll.arrived(now) {
-                    shared.busy_polled_frames.fetch_add(1, Ordering::Relaxed);
-                }
-                poll.waits(now, true);
-            } else {
-                poll.start_over();
-            }
-        }
-        // This frame, then every one already buffered behind it; the answers
-        // among them are completed together (`PendingCalls::complete_answers`),
-        // before anything else is handled, so nothing overtakes an answer.
-        let mut next = next;
-        let ended = loop {
-            match next {
-                Ok(Some(Inbound::Frame(frame, _))) if is_plain_answer(&frame) => {
-                    writer.note_read();
-                    answers.push(frame);
-                }
-                other => {
-                    complete_answers(&shared, &mut answers, &mut wakers);
-                    if on_inbound(&shared, &writer, other).is_break() {
-                        break true;
-                    }
-                }
-            }
-            next = match reader.try_next_buffered() {
-                Ok(None) => break false,
-                other => other,
-            };
-        };
-        complete_answers(&shared, &mut answers, &mut wakers);
-        if ended {
-            break;
-        }
-    }
-    shared.fail_all(&writer);
-}
-
-/// An answer to a call (not the connection-level error a server closes
-/// with): completed with the others of its read.
-fn is_plain_answer(frame: &Frame) -> bool {
-    frame.header.kind == FrameKind::Response
-        && !(frame.header.request_id == CONNECTION_REQUEST_ID && frame.code() != Code::Ok)
-}
-
-/// Completes the answers gathered from one read (see `read_loop`).
-fn complete_answers(shared: &Shared, answers: &mut Vec<Frame>, wakers: &mut Vec<std::task::Waker>) {
-    shared.pending.complete_answers(answers, wakers, |id| {
-        debug!(peer = %shared.peer, request_id = id,
-            "response for a request that is no longer pending (timed out or cancelled): dropped");
-    });
-}
-
-/// Handles what the reader handed up other than a plain answer; `Break`
-/// ends the connection's reading (the connection is closed by then).
-fn on_inbound(
-    shared: &Shared,
-    writer: &FrameWriter,
-    next: Result<Option<Inbound>, RpcError>,
-) -> std::ops::ControlFlow<()> {
-    use std::ops::ControlFlow::{Break, Continue};
-    let close = &shared.close;
-    match next {
-        Ok(Some(Inbound::Frame(frame, _))) => {
-            writer.note_read();
-            let id = frame.header.request_id;
-            match frame.header.kind {
-                FrameKind::Response => {
-                    // Not a plain answer: the connection-level error.
-                    let status = frame.error_status().unwrap_or_else(|| {
-                        Status::new(Code::Internal, "connection-level error without a status")
-                    });
-                    let error = status.into_error("", "");
-                    warn!(peer = %shared.peer, %error, "the server closed the connection with an error");
-                    close.close_with(error);
-                    return Break(());
-                }
-                FrameKind::StreamData
-                | FrameKind::StreamEnd
-                | FrameKind::StreamError
-                | FrameKind::Credit
-                | FrameKind::Cancel => {
-                    if let Some(reply) = shared.streams.on_frame(frame) {
-                        let _ = writer.push(&reply);
-                    }
-                }
-                FrameKind::Ping => {
-                    let _ = writer.try_send(&OutFrame::control(FrameKind::Pong, id));
-                }
-                FrameKind::Pong => {}
-                kind => {
-                    warn!(peer = %shared.peer, ?kind, "unexpected frame kind from a server: ignored")
-                }
-            }
-        }
-        Ok(Some(Inbound::TooLarge { header, max })) => {
-            let id = header.request_id;
-            warn!(peer = %shared.peer, request_id = id, size = header.frame_len(), max,
-                "answer larger than max_frame_size: skipped, its call fails");
-            if header.kind == FrameKind::Response {
-                shared
-                    .pending
-                    .complete(id, Err(Inbound::too_large_error(&header, max)));
-            }
-        }
-        Ok(None) => {
-            close.close("the server closed the connection");
-            return Break(());
-        }
-        Err(e) => {
-            warn!(peer = %shared.peer, error = %e, "closing connection");
-            close.close(e.to_string());
-            return Break(());
-        }
-    }
-    Continue(())
-}
+pub use call::{OpenStream, PendingCall, SendSpec, Started, StreamSpec, WriteWait};
+pub use dial::connect;
+use read_loop::read_loop;
