@@ -346,6 +346,7 @@ impl Connection {
     /// Whether `frame` may go out: not over the peer's `max_frame_size`
     /// (`FrameTooLarge`, the connection untouched), and the connection not
     /// closed (`NotSent`, or the error the server closed it with).
+    #[inline]
     fn may_send(&self, frame: &OutFrame) -> Result<(), RpcError> {
         let size = frame.encoded_len();
         if size > self.max_frame_size {

@@ -133,8 +133,9 @@
 //! away on a worker that this very yield lets run, while parking costs the
 //! runtime thread a sleep in `epoll_wait` and the worker an `eventfd` write
 //! to wake it. When the connection's call is the only task on the whole pool
-//! (a lone caller, 1:1), the task first waits awake for up to [`ANSWER_SPIN`]
-//! on the call count, yielding the core at every turn (`pool::yield_while`):
+//! (a lone caller, 1:1), the task first waits awake for up to
+//! [`ANSWER_SPIN`](news::ANSWER_SPIN) on the call count, yielding the core
+//! at every turn (`pool::yield_while`):
 //! no other pooled call anywhere is waiting for that thread,
 //! and an answer seen while spinning needs no wake-up at all.
 
@@ -145,11 +146,10 @@ use std::task::{Context, Poll, Wake, Waker};
 use bytes::{Buf, BytesMut};
 use parking_lot::Mutex;
 use rpc_codec::OutFrame;
-use rpc_core::{RpcError, RpcResponse};
 use rpc_transport::{IoCounters, RawSocket, Reserved};
 
 use super::frame::{encode_answer, ReplyTo};
-use super::pool_reads::{lent_lowat, read_requests, Inbox, TakeRequest};
+use super::pool_reads::{lent_lowat, Inbox, TakeRequest};
 use crate::admission::QuietMarker;
 use crate::config::AnswerCompression;
 use crate::stats::ServerStats;
@@ -610,61 +610,6 @@ impl PoolAnswers {
     }
 }
 
-impl PoolAnswers {
-    /// Ends a loan of the read side (`st.read_lent` was set): the socket's
-    /// low-water mark goes back to one byte, so the runtime hears the socket
-    /// again (the kernel signals it at once if bytes wait), and the start
-    /// of a request a worker read goes back to the task, to be read first.
-    fn end_read_loan(&self, st: &mut State) {
-        if std::mem::take(&mut st.read_lent) {
-            if let Some(lender) = &self.socket {
-                // SAFETY: called under the lock with the loan on, so `close`
-                // has not finished and the socket is open (`lending`).
-                let _ = unsafe { lender.socket.set_recv_lowat(1) };
-            }
-        }
-        st.read_claimed = false;
-        if !st.inbox.is_empty() {
-            let rest = st.inbox.split();
-            hand_to_task(st, rest, None);
-        }
-    }
-}
-
-/// What a worker handed back with the read side, for the task to read
-/// before the socket (`FrameReader::unread`).
-#[derive(Debug)]
-pub struct Handed {
-    /// The bytes, in stream order.
-    pub bytes: BytesMut,
-    /// How many at their front the task had read (and counted) itself
-    /// before it lent them ([`PoolAnswers::seed`]).
-    pub counted: usize,
-    /// The error the worker's read ended with, after the bytes.
-    pub error: Option<std::io::Error>,
-}
-
-/// Leaves `bytes` (and the read's `error`) for the task, after anything
-/// left before that it has not taken yet (never, as the task takes what
-/// was left before it lends again; merged all the same). `bytes` start
-/// with what is left of the task's seeded bytes.
-fn hand_to_task(st: &mut State, bytes: BytesMut, error: Option<std::io::Error>) {
-    debug_assert!(st.handed.is_none(), "taken before the next loan");
-    let seeded = std::mem::take(&mut st.seeded);
-    st.handed = Some(match st.handed.take() {
-        Some(mut before) => {
-            before.bytes.extend_from_slice(&bytes);
-            before.error = before.error.or(error);
-            before
-        }
-        None => Handed {
-            bytes,
-            counted: seeded,
-            error,
-        },
-    });
-}
-
 /// The write of a lent socket deferred to the end of a worker's run of
 /// tasks ([`crate::pool::wake_soon`]): one `send` for the run's answers.
 impl Wake for PoolAnswers {
@@ -691,175 +636,13 @@ impl Wake for PoolAnswers {
     }
 }
 
-/// A worker's looks at the read side lent to it (see "The read side lent").
-impl crate::pool::IdlePoll for PoolAnswers {
-    fn poll(self: Arc<Self>) -> bool {
-        let (Some(taker), Some(lender)) = (&self.taker, &self.socket) else {
-            return false;
-        };
-        let (start, waker) = {
-            let mut st = self.state.lock();
-            if st.closed || !st.read_lent || !st.read_claimed {
-                // Taken back (or closed): the task reads.
-                return false;
-            }
-            let mut frames = std::mem::take(&mut st.frames);
-            let st = &mut *st;
-            // SAFETY: `read_lent` is set, so `close` has not run (it clears
-            // it under this lock) and the socket is open (`lending`). Reads
-            // are one at a time: a worker reads only under this lock (any
-            // worker holding this connection may look, the lock serialises
-            // them), and the task does not read while `read_lent` is set (it
-            // lends only while it is not reading, and clears it under this
-            // lock before it reads again).
-            let room = self.max_calls.saturating_sub(self.in_flight());
-            let look = unsafe {
-                read_requests(
-                    lender.socket,
-                    &mut st.inbox,
-                    self.max_request,
-                    &mut frames,
-                    room,
-                )
-            };
-            // Whole frames come off the front, where the task's seeded
-            // bytes are: those were counted when the task read them.
-            let counted = st.seeded.min(look.taken);
-            st.seeded -= counted;
-            let fresh = (look.taken - counted) as u64;
-            let start = (!frames.is_empty()).then(|| {
-                // The last answer of these claims the read side again.
-                st.read_claimed = false;
-                self.worker_bytes.fetch_add(fresh, Ordering::Relaxed);
-                lender.io.add_in(fresh);
-                lender
-                    .stats
-                    .worker_reads
-                    .fetch_add(frames.len() as u64, Ordering::Relaxed);
-                let start = taker.take(&mut frames, std::time::Instant::now(), &self);
-                // A frame left behind would be taken again.
-                debug_assert!(frames.is_empty(), "the taker takes every frame");
-                start
-            });
-            st.frames = frames;
-            let waker = look.hand_back.and_then(|(bytes, error)| {
-                self.end_read_loan(st);
-                hand_to_task(st, bytes, error);
-                st.news = true;
-                st.waker.take()
-            });
-            if start.is_none() && waker.is_none() {
-                // Nothing whole yet: look again.
-                return true;
-            }
-            (start, waker)
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        if let Some(start) = start {
-            start();
-        }
-        false
-    }
+mod news;
+mod read_loan;
+mod slot;
 
-    fn release(self: Arc<Self>) {
-        let waker = {
-            let mut st = self.state.lock();
-            if !std::mem::take(&mut st.read_claimed) || !st.read_lent {
-                return;
-            }
-            // Nobody will read: the task must, and is woken for it.
-            self.end_read_loan(&mut st);
-            st.news = true;
-            st.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
-
-/// The right (and duty) to answer one pooled call of a connection. Dropped
-/// without [`answer`](Self::answer) (the job was rejected or lost) it still
-/// counts the call done, so the connection does not wait for it forever.
-pub(crate) struct AnswerSlot {
-    answers: Option<Arc<PoolAnswers>>,
-    reply_to: ReplyTo,
-    reserved: Option<Reserved>,
-}
-
-impl AnswerSlot {
-    /// Queues the call's answer for the connection task to write.
-    pub fn answer(mut self, result: Result<RpcResponse, RpcError>) {
-        // Built before the slot gives up its duty: a panic here still counts
-        // the call done (on drop).
-        let frame = match &self.answers {
-            Some(answers) => self.reply_to.answer(result, &answers.compression),
-            None => return,
-        };
-        if let Some(answers) = self.answers.take() {
-            answers.deliver(Some(&frame), self.reserved.take());
-        }
-    }
-}
-
-impl Drop for AnswerSlot {
-    fn drop(&mut self) {
-        if let Some(answers) = self.answers.take() {
-            answers.deliver(None, None);
-        }
-    }
-}
-
-/// Completes when the worker pool has news for this connection (never, when
-/// there is no pool).
-///
-/// `lend` (only for a connection that [`lends`](PoolAnswers::lends)): the
-/// task lends its socket and parks at once. Otherwise, with calls on the
-/// pool, it first yields its thread [`ANSWER_YIELDS`] times while no news has
-/// come, before it lets the runtime thread park; when its one call is the
-/// only task on the pool (`alone`, asked only then) it spins for up to
-/// [`ANSWER_SPIN`] first (see the module docs).
-pub(crate) async fn pool_news(
-    pooled: Option<&Arc<PoolAnswers>>,
-    alone: impl FnOnce() -> bool,
-    lend: bool,
-    lend_read: Option<&crate::pool::WorkerPool>,
-) {
-    let Some(pooled) = pooled else {
-        return std::future::pending().await;
-    };
-    let lend_read = lend_read.filter(|_| lend);
-    // Lending its socket, the task needs no answer's news: it parks at once
-    // and leaves the thread to the workers that write.
-    let mut yields = if pooled.in_flight() > 0 && !lend {
-        ANSWER_YIELDS
-    } else {
-        0
-    };
-    if pooled.in_flight() == 1 && !lend && alone() {
-        crate::pool::yield_while(ANSWER_SPIN, || pooled.in_flight() == 1);
-    }
-    std::future::poll_fn(|cx| loop {
-        match pooled.poll_news(cx, lend, lend_read) {
-            Poll::Pending if yields > 0 => {
-                yields -= 1;
-                std::thread::yield_now();
-            }
-            news => return news,
-        }
-    })
-    .await
-}
-
-/// How many times a connection task waiting only for pool answers yields its
-/// thread before it parks (see [`pool_news`]).
-const ANSWER_YIELDS: u32 = 2;
-
-/// How long a connection task whose call is the only one on the pool waits
-/// for its answer by spinning before it parks (see [`pool_news`]).
-const ANSWER_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
+pub(crate) use news::pool_news;
+pub use read_loan::Handed;
+pub(crate) use slot::AnswerSlot;
 
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 use super::*;
 use bytes::Bytes;
 use rpc_codec::{FrameCodec, FrameKind};
+use rpc_core::RpcResponse;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::Wake;
