@@ -126,11 +126,14 @@ mod live;
 mod on_frame;
 mod pool_side;
 mod stop_watch;
+#[cfg(feature = "tls")]
+mod tls;
 mod worker_reads;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -142,6 +145,7 @@ use rpc_codec::{Frame, FrameKind, OutFrame, CONNECTION_REQUEST_ID};
 use rpc_core::RpcError;
 use rpc_transport::{BusyPoll, FrameReader, Inbound, ReadNow, Reserved, WriteNow};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Sleep;
 use tracing::{debug, warn};
 
 use crate::admission::{CallActivity, Ticket};
@@ -155,6 +159,8 @@ use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn};
 use pool_side::{LazyPoolSide, PoolLane};
 use stop_watch::{Stop, StopWatch};
+#[cfg(feature = "tls")]
+pub(crate) use tls::serve_tls_connection;
 use worker_reads::{drain_started, RunLoans, LENT_READ_TICK};
 
 /// Serves a plain connection, TCP or Unix (split with `into_split`, the
@@ -186,68 +192,7 @@ pub(crate) fn serve_connection(
     }
 }
 
-/// How long a client gets to complete the TLS handshake.
-#[cfg(feature = "tls")]
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Serves a TLS connection, over TCP or Unix: handshake (bounded by a
-/// timeout; a failure closes only this connection), then the same loop over
-/// `tokio::io::split` halves. A connection evicted during its handshake is
-/// dropped (it cannot be told why before the handshake).
-#[cfg(feature = "tls")]
-pub(crate) async fn serve_tls_connection(
-    accepted: Accepted,
-    ctx: Arc<ServerCtx>,
-    acceptor: rpc_transport::tls::TlsAcceptor,
-    ticket: Ticket,
-) {
-    let peer = accepted.peer();
-    match accepted {
-        Accepted::Tcp(stream, _) => {
-            if let Err(e) = stream.set_nodelay(ctx.config.transport.nodelay) {
-                debug!(peer = %peer.label, error = %e, "could not set TCP_NODELAY");
-            }
-            serve_over_tls(stream, peer, ctx, acceptor, ticket).await
-        }
-        Accepted::Unix(stream, _) => serve_over_tls(stream, peer, ctx, acceptor, ticket).await,
-    }
-}
-
-#[cfg(feature = "tls")]
-async fn serve_over_tls<S>(
-    stream: S,
-    peer: Peer,
-    ctx: Arc<ServerCtx>,
-    acceptor: rpc_transport::tls::TlsAcceptor,
-    ticket: Ticket,
-) where
-    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let label = peer.label.clone();
-    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream, &label));
-    let tls_stream = tokio::select! {
-        r = handshake => match r {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                warn!(peer = %label, error = %e, "closing connection");
-                return;
-            }
-            Err(_) => {
-                warn!(peer = %label, timeout = ?TLS_HANDSHAKE_TIMEOUT, "TLS handshake timed out: connection closed");
-                return;
-            }
-        },
-        _ = ctx.stop.forced() => return,
-        _ = ticket.eviction().fired() => {
-            warn!(peer = %label, "evicted during its TLS handshake: connection closed");
-            return;
-        }
-    };
-    let (read_half, write_half) = tokio::io::split(tls_stream);
-    serve_halves(read_half, write_half, peer, ctx, ticket).await
-}
-
-async fn serve_halves<R, W>(
+pub(super) async fn serve_halves<R, W>(
     read_half: R,
     write_half: W,
     peer_addr: Peer,
@@ -569,10 +514,7 @@ async fn serve_halves<R, W>(
         .flatten()
         .min();
         if let Some(next) = next {
-            if armed.is_none_or(|at| next < at) {
-                timer.as_mut().reset(next);
-                armed = Some(next);
-            }
+            arm(timer.as_mut(), &mut armed, next);
         }
         served |= called || !streams.is_idle();
         // After `take_pooled` above, which ended any loan.
@@ -626,34 +568,8 @@ async fn serve_halves<R, W>(
                         .partial_frame()
                         .is_some_and(|len| len <= answers.max_seed() as u64)
                 }))
-            && pool_lane.is_some_and(|lane| {
-                if !lane.answers.lends_reads() {
-                    return false;
-                }
-                let on_pool = lane.answers.in_flight();
-                let submitted = pooled_now;
-                // The call on the pool, if any, is one this turn submitted,
-                // whose worker will look at the read side once it answers;
-                // one from before may block its worker (the read side came
-                // back at a tick for that), and then this task reads.
-                let lone = lane.pool.in_rhythm()
-                    && (on_pool == 0 || (submitted > 0 && on_pool == 1))
-                    && lane.pool.tasks_in_flight() <= 1;
-                // A pipelining caller's run of requests, every call on the
-                // pool one this turn submitted and the pool's only work: the
-                // worker that answers the last reads the caller's next run.
-                let run = !lone
-                    && submitted > 1
-                    && pooled_before == 0
-                    && on_pool > 0
-                    && lane.pool.tasks_in_flight() <= on_pool
-                    && lane.pool.spins()
-                    && run_loans.may_lend();
-                if run {
-                    run_loans.lent(lane.answers.worker_bytes(), lane.answers.read_loans());
-                }
-                lone || run
-            });
+            && pool_lane
+                .is_some_and(|lane| lane.lends_read(pooled_now, pooled_before, &mut run_loans));
         read_lent |= lend_read;
         if lend_read && !reader.is_drained() {
             // The start of a request, buffered: the worker that reads next
@@ -663,11 +579,11 @@ async fn serve_halves<R, W>(
             }
         }
         if lend_read {
-            let tick = tokio::time::Instant::now() + LENT_READ_TICK;
-            if armed.is_none_or(|at| tick < at) {
-                timer.as_mut().reset(tick);
-                armed = Some(tick);
-            }
+            arm(
+                timer.as_mut(),
+                &mut armed,
+                tokio::time::Instant::now() + LENT_READ_TICK,
+            );
         }
         tokio::select! {
             biased;
@@ -847,6 +763,15 @@ struct WakeIdle<'a>(&'a crate::pool::WorkerPool);
 impl Drop for WakeIdle<'_> {
     fn drop(&mut self) {
         self.0.wake_idle();
+    }
+}
+
+/// Sets the connection's one timer for `at`, unless it is armed for
+/// sooner already.
+fn arm(timer: Pin<&mut Sleep>, armed: &mut Option<tokio::time::Instant>, at: tokio::time::Instant) {
+    if armed.is_none_or(|armed_at| at < armed_at) {
+        timer.reset(at);
+        *armed = Some(at);
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 use rpc_transport::RawSocket;
 
-use super::worker_reads::{Started, WorkerReads};
+use super::worker_reads::{RunLoans, Started, WorkerReads};
 use crate::admission::Ticket;
 use crate::ctx::ServerCtx;
 use crate::pool::WorkerPool;
@@ -41,6 +41,40 @@ use crate::reply::{high_water_mark, Lender, PoolAnswers};
 pub(super) struct PoolLane<'a> {
     pub(super) pool: &'a WorkerPool,
     pub(super) answers: Arc<PoolAnswers>,
+}
+
+impl PoolLane<'_> {
+    /// Whether the connection task, about to wait with its socket lent,
+    /// lends its read side too (see `worker_reads`), given the calls this
+    /// turn submitted (`submitted`) and those on the pool before it
+    /// (`before`):
+    /// - a lone caller's: the call on the pool, if any, is one this turn
+    ///   submitted, whose worker looks at the read side once it answers
+    ///   (one from before may block its worker — the read side came back
+    ///   at a tick for that — and then the task reads);
+    /// - a pipelining caller's run: every call on the pool is one this turn
+    ///   submitted, and the pool's only work; the worker that answers the
+    ///   last reads the caller's next run (as often as `loans` allows).
+    pub(super) fn lends_read(&self, submitted: usize, before: usize, loans: &mut RunLoans) -> bool {
+        if !self.answers.lends_reads() {
+            return false;
+        }
+        let on_pool = self.answers.in_flight();
+        let lone = self.pool.in_rhythm()
+            && (on_pool == 0 || (submitted > 0 && on_pool == 1))
+            && self.pool.tasks_in_flight() <= 1;
+        let run = !lone
+            && submitted > 1
+            && before == 0
+            && on_pool > 0
+            && self.pool.tasks_in_flight() <= on_pool
+            && self.pool.spins()
+            && loans.may_lend();
+        if run {
+            loans.lent(self.answers.worker_bytes(), self.answers.read_loans());
+        }
+        lone || run
+    }
 }
 
 /// A connection's side of the worker pool (see the module docs).
