@@ -8,7 +8,7 @@
 //! `n` writes on the server, where one of each would do. A call therefore joins
 //! the connection its thread's previous call went to while that connection's next write
 //! is still gathering (its writer task has not taken the batch yet) and holds
-//! fewer than [`coalesce_calls`](crate::ClientConfig::coalesce_calls) frames;
+//! fewer than `coalesce_calls` ([`Connect::Fixed`](crate::Connect::Fixed)) frames;
 //! otherwise it moves on, round-robin. Calls that do not overlap see an empty
 //! batch and go round-robin exactly as before; a burst fills one connection's
 //! write, up to the cap, then the next one's. At 10 connections and 100 calls
