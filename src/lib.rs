@@ -49,7 +49,7 @@
 //! **Client**
 //! 1. the typed client [`#[service]`](service) generated (`rpc-macros/src/expand.rs`):
 //!    one method per call, arguments as a tuple.
-//! 2. `rpc-client/src/client.rs` — `Client::call`: serializes the arguments
+//! 2. `rpc-client/src/client/mod.rs` — `Client::call`: serializes the arguments
 //!    (`rpc-codec/src/serializer`), resolves the call's settings once (timeout,
 //!    write mode, hash key, idempotency), runs the client interceptors if any,
 //!    then the attempt loop (`invoke` → `attempt`).
@@ -57,18 +57,18 @@
 //!    server (skipping those marked down).
 //! 4. `rpc-client/src/connections/{fixed,pooled,reused}.rs` — a connection to
 //!    it, per `Connect`.
-//! 5. `rpc-transport/src/connection.rs` — `Connection::call` (a shared
-//!    connection) or `Connection::start` then `PendingCall::response` (a
-//!    pooled one) with a `SendSpec`: registers the call (`pending.rs`) and
+//! 5. `rpc-transport/src/connection/` — `Connection::call` (a shared
+//!    connection) or `Connection::start` then `PendingCall::response`
+//!    (`call.rs`; a pooled one) with a `SendSpec`: registers the call (`pending.rs`) and
 //!    offers the frame to the writer.
-//! 6. `rpc-transport/src/writer.rs` — encodes the frame (`rpc-codec/src/frame.rs`)
+//! 6. `rpc-transport/src/writer/` — encodes the frame (`rpc-codec/src/frame.rs`)
 //!    into the current batch; the writer task writes each batch with one `write`.
 //!
 //! **Server**
 //! 7. `rpc-server/src/server.rs` → `admission.rs` — the accept loop admits the
 //!    connection (or refuses it, `refusal.rs`).
 //! 8. `rpc-server/src/connection/mod.rs` — the connection task reads frames
-//!    (`rpc-transport/src/reader.rs`, `rpc-codec/src/codec.rs`), routes each
+//!    (`rpc-transport/src/reader/`, `rpc-codec/src/codec.rs`), routes each
 //!    (`router.rs`, to a method index) and builds its `Context`
 //!    (`rpc-core/src/context.rs`: metadata, peer, deadline, cancellation);
 //!    calls that may still end early — by their deadline or a `Cancel`
@@ -76,21 +76,21 @@
 //! 9. `rpc-server/src/dispatch/` — runs the call: interceptors and handler
 //!    (the `ServiceHandler` `#[service]` generated, dispatching on the
 //!    method index) on the connection task (direct), or as a job on the
-//!    worker pool (`pool/`; a handler that awaits waits off the workers,
+//!    worker pool (`pool/`, entered through `pool/submit.rs`; a handler that awaits waits off the workers,
 //!    `dispatch/on_pool.rs`); panics are contained, the outcome recorded
 //!    (`method_metrics.rs`).
 //! 10. `rpc-server/src/reply/` — the answer frame (`frame.rs`; an error as a
 //!     `Status`, `rpc-codec/src/status_body.rs`); pooled answers come back
-//!     through `pool_answers.rs` (and are written by the workers themselves
+//!     through `pool_answers/` (and are written by the workers themselves
 //!     while a waiting connection lends them its plain socket,
 //!     `rpc-transport/src/write_now.rs`); `outbox.rs` writes a batch's
 //!     answers with one `write`.
 //!
 //! **Client, again**
-//! 11. `rpc-transport/src/connection.rs` — the connection's reader task
+//! 11. `rpc-transport/src/connection/read_loop.rs` — the connection's reader task
 //!     completes the pending call by its request id (`pending.rs`); a call
 //!     dropped or timed out before that sends the server a `Cancel` frame.
-//! 12. `rpc-client/src/client.rs` — an error status becomes the caller's
+//! 12. `rpc-client/src/client/mod.rs` — an error status becomes the caller's
 //!     `RpcError` (`Status::into_error`); an answer is decoded into the result.
 //!
 //! **A stream** takes the same way to its server (`Client::open_stream` in

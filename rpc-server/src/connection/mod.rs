@@ -192,7 +192,7 @@ pub(crate) fn serve_connection(
     }
 }
 
-pub(super) async fn serve_halves<R, W>(
+async fn serve_halves<R, W>(
     read_half: R,
     write_half: W,
     peer_addr: Peer,

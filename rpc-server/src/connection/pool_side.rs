@@ -23,6 +23,14 @@
 //! drops — after which no worker touches the socket — and must drop before
 //! the socket's halves: the connection declares it after its reader and
 //! outbox.
+//!
+//! # Lending the read side
+//!
+//! Whether a waiting connection lends its read side as well is
+//! [`PoolLane::lends_read`]'s decision: for a lone caller whose call, if
+//! any, is the one this turn submitted, or for a pipelining caller's run
+//! that is the pool's only work (`worker_reads`, "The read side lent" in
+//! `reply::pool_answers`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};

@@ -157,8 +157,9 @@
 //! # Model checking
 //!
 //! These claims are checked with [loom](https://docs.rs/loom), as tokio
-//! checks its own primitives: `sync.rs` lets this module, `blocking.rs` and
-//! `transfer.rs` run on loom's primitives under
+//! checks its own primitives: `sync.rs` lets the pool's own files (this
+//! module, `submit.rs`, `shared.rs`, `worker.rs`, `monitor/`, `blocking.rs`
+//! and `transfer.rs`) run on loom's primitives under
 //! `RUSTFLAGS="--cfg brisk_loom"`, and `loom_tests.rs` explores every
 //! interleaving of small models (exactly-once, the bound, wake-ups, a quiet
 //! batch, the monitor's rescue, deferred wake-ups, retiring, submit racing

@@ -64,7 +64,7 @@ pub(crate) trait TaskQueue: Send + Sync {
     fn poll(&self, timeout: Option<Duration>) -> Option<Taken>;
     /// Waits for a task for up to `limit` awake, without parking: a worker
     /// whose lone task just ended expects the next one within a round trip
-    /// (see [`IDLE_SPIN`](super::rhythm::IDLE_SPIN)). `None` when none came (or the queue does not
+    /// (see `IDLE_SPIN` in `rhythm.rs`). `None` when none came (or the queue does not
     /// spin: the blocking queue wakes a worker per offer anyway). `yields`
     /// is asked at every turn whether the turn gives the core away (see
     /// [`yield_while`](super::yield_while)); it may look for work of its own meanwhile and

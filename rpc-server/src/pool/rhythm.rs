@@ -160,7 +160,7 @@ fn next_poll() -> Option<std::sync::Arc<dyn super::IdlePoll>> {
 /// idle server, a slow caller) find it parked without costing a spin each,
 /// and so does the odd moment a busy pool runs dry (at 10:100, spinning
 /// then took ~3 % of the server's CPU).
-pub(super) const IDLE_SPIN: Duration = Duration::from_micros(100);
+const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Lone tasks in a row, each followed by the next within [`IDLE_SPIN`],
 /// before a worker spins for the next (see there).

@@ -1,8 +1,9 @@
 //! What a caller holds of one call on a [`Connection`]: how it goes out
 //! ([`SendSpec`], [`StreamSpec`]), what [`Connection::start`] did with it
-//! ([`Started`], [`WriteWait`]), and the call that waits for its answer
-//! ([`PendingCall`]), which frees its slot and tells the server with a
-//! `Cancel` frame when its caller gives up.
+//! ([`Started`], [`WriteWait`]), a stream just opened ([`OpenStream`]),
+//! and the call that waits for its answer ([`PendingCall`]), which frees
+//! its slot and tells the server with a `Cancel` frame when its caller
+//! gives up.
 
 use std::borrow::Cow;
 use std::future::Future;

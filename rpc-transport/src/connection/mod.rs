@@ -343,7 +343,7 @@ impl Connection {
         Ok(())
     }
 
-    /// Whether `frame` may go out: not over the peer's `max_frame_size`
+    /// Whether `frame` may go out: not over this side's `max_frame_size`
     /// (`FrameTooLarge`, the connection untouched), and the connection not
     /// closed (`NotSent`, or the error the server closed it with).
     #[inline]

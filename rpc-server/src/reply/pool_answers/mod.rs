@@ -134,7 +134,7 @@
 //! runtime thread a sleep in `epoll_wait` and the worker an `eventfd` write
 //! to wake it. When the connection's call is the only task on the whole pool
 //! (a lone caller, 1:1), the task first waits awake for up to
-//! [`ANSWER_SPIN`](news::ANSWER_SPIN) on the call count, yielding the core
+//! `ANSWER_SPIN` (`news.rs`) on the call count, yielding the core
 //! at every turn (`pool::yield_while`):
 //! no other pooled call anywhere is waiting for that thread,
 //! and an answer seen while spinning needs no wake-up at all.

@@ -55,4 +55,4 @@ const ANSWER_YIELDS: u32 = 2;
 
 /// How long a connection task whose call is the only one on the pool waits
 /// for its answer by spinning before it parks (see [`pool_news`]).
-pub(super) const ANSWER_SPIN: std::time::Duration = std::time::Duration::from_micros(30);
+const ANSWER_SPIN: std::time::Duration = std::time::Duration::from_micros(30);

@@ -3,8 +3,10 @@
 //! ([`IdlePoll`](crate::pool::IdlePoll) for [`PoolAnswers`]), the loan's
 //! end, and the bytes it hands back to the connection task ([`Handed`]).
 //!
-//! Every step here runs under the answers' lock with the loan on, which is
-//! what makes a worker the socket's one reader while it lasts.
+//! Every read of the socket, and every change of the loan, happens under the
+//! answers' lock with the loan on, which is what makes a worker the
+//! socket's one reader while it lasts; the wake-up of the task and the
+//! start of the calls read come after the lock is let go.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
