@@ -547,21 +547,43 @@ mod tests {
         );
     }
 
-    /// Established client-side TCP sockets to `port` on IPv4 loopback: the connections the
-    /// clients of this process hold to the server listening there (`/proc/net/tcp`: the
-    /// remote address is the third field, `st` 01 is ESTABLISHED).
+    /// Established TCP sockets of this process connected to `server` (IPv4): the
+    /// connections the clients of this process hold to it. From `/proc/net/tcp` (the
+    /// remote address is the third field, `st` 01 is ESTABLISHED, the inode the tenth),
+    /// kept to the sockets among this process's open files: the table is the whole
+    /// network namespace's, where other processes (a parallel build's tests) may hold
+    /// connections to a listener on the same port at another address.
     #[cfg(target_os = "linux")]
-    fn connections_to(port: u16) -> usize {
+    fn connections_to(server: std::net::SocketAddr) -> usize {
+        let std::net::SocketAddr::V4(server) = server else {
+            panic!("an IPv4 test server: {server}");
+        };
+        let remote = format!(
+            "{:08X}:{:04X}",
+            u32::from_le_bytes(server.ip().octets()),
+            server.port()
+        );
+        let ours: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter_map(|target| {
+                let target = target.to_string_lossy();
+                Some(
+                    target
+                        .strip_prefix("socket:[")?
+                        .strip_suffix(']')?
+                        .to_owned(),
+                )
+            })
+            .collect();
         let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
         text.lines()
             .skip(1)
             .filter(|line| {
                 let fields: Vec<&str> = line.split_whitespace().collect();
-                let remote_port = fields
-                    .get(2)
-                    .and_then(|a| a.rsplit_once(':'))
-                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-                fields.get(3) == Some(&"01") && remote_port == Some(port)
+                fields.get(2) == Some(&remote.as_str())
+                    && fields.get(3) == Some(&"01")
+                    && fields.get(9).is_some_and(|inode| ours.contains(*inode))
             })
             .count()
     }
@@ -575,11 +597,11 @@ mod tests {
         let (server, client) = setup("volo-mux-concurrent", Transport::Mux, 3, 50).await;
         let client = PlayerClient::Volo(client);
         #[cfg(target_os = "linux")]
-        assert_eq!(connections_to(server.addr.port()), 3, "dialled up front");
+        assert_eq!(connections_to(server.addr), 3, "dialled up front");
         test_support::check_concurrent(&client, &Scenario::UNARY).await;
         #[cfg(target_os = "linux")]
         assert_eq!(
-            connections_to(server.addr.port()),
+            connections_to(server.addr),
             3,
             "50 callers multiplexed on 3 connections"
         );
