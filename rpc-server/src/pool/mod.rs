@@ -193,7 +193,7 @@ pub(crate) use shared::{Parked, Pulse};
 pub use stats::PoolStats;
 
 use blocking::BlockingQueue;
-use monitor::Monitor;
+use monitor::bell::Monitor;
 use shared::{Padded, Shared};
 use std::fmt;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

@@ -50,11 +50,9 @@
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::Duration;
 
-// Reached by `shared.rs` directly, not through the re-export below: the
-// shared state holds the handle, and the loop here reads the shared state.
+// The handle, reached by its own path (`monitor::bell::Monitor`): the
+// shared state holds it, and the loop here reads the shared state.
 pub(in crate::pool) mod bell;
-
-pub(crate) use bell::Monitor;
 
 use super::shared::Shared;
 use super::sync::Arc;
