@@ -12,6 +12,10 @@
 //!   when it comes up and dropped when the table is pruned.
 //! - The table holds at most about twice the connection's calls in flight:
 //!   once it has doubled since the last prune, stale entries go.
+//! - No deadline is missed: [`next_deadline`](LiveCalls::next_deadline) is
+//!   the earliest of every entry's, the fresh ones' included, and
+//!   [`expire`](LiveCalls::expire) settles the fresh entries before it
+//!   looks.
 //!
 //! # Why shaped so
 //!
@@ -20,9 +24,18 @@
 //! never fires. Deadlines go into a min-heap instead, and the connection
 //! task sleeps (one `Sleep`, re-armed only when the earliest deadline moves
 //! earlier or has fired) until the first of them. There is no map by
-//! request id: adding a call is one heap push, and the rare `Cancel` frame
-//! finds its call by a scan. Calls that finish in their first poll on the
-//! connection task (most direct calls) never enter the table at all.
+//! request id, and the rare `Cancel` frame finds its call by a scan. Calls
+//! that finish in their first poll on the connection task (most direct
+//! calls) never enter the table at all.
+//!
+//! A call with a deadline goes first into a plain list of *fresh* entries
+//! (a push, and one comparison for the earliest of their deadlines), not
+//! into the heap: every pooled call comes here, and almost all of them are
+//! answered long before their deadline, most before the table is next
+//! pruned. The prune, or the deadline timer, settles the fresh entries:
+//! the ended ones are dropped and only the calls still running go into the
+//! heap (callgrind at 10:100:1024: the heap's pushes and sifts were ~80
+//! instructions a pooled call).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -73,7 +86,13 @@ const PRUNE_FLOOR: usize = 64;
 
 /// The live calls of one connection.
 pub(crate) struct LiveCalls<'a> {
+    /// Calls with a deadline, settled (see the module docs).
     due: BinaryHeap<Due<'a>>,
+    /// Calls with a deadline added since the table was last settled, in
+    /// the order they came.
+    fresh: Vec<Due<'a>>,
+    /// The earliest deadline in `fresh`.
+    fresh_first: Option<Instant>,
     /// Calls without a deadline (a peer that sends none): only a `Cancel`
     /// frame ends them early.
     open: Vec<Live<'a>>,
@@ -85,6 +104,8 @@ impl Default for LiveCalls<'_> {
     fn default() -> Self {
         LiveCalls {
             due: BinaryHeap::new(),
+            fresh: Vec::new(),
+            fresh_first: None,
             open: Vec::new(),
             prune_at: PRUNE_FLOOR,
         }
@@ -95,17 +116,26 @@ impl<'a> LiveCalls<'a> {
     /// Adds a call that may end early.
     pub fn insert(&mut self, live: Live<'a>) {
         match live.deadline {
-            Some((at, _)) => self.due.push(Due(at, live)),
+            Some((at, _)) => {
+                if self.fresh_first.is_none_or(|first| at < first) {
+                    self.fresh_first = Some(at);
+                }
+                self.fresh.push(Due(at, live));
+            }
             None => self.open.push(live),
         }
-        if self.due.len() + self.open.len() >= self.prune_at {
+        if self.len() >= self.prune_at {
             self.prune();
         }
     }
 
     /// The earliest deadline that may still be live.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.due.peek().map(|Due(at, _)| *at)
+        let settled = self.due.peek().map(|Due(at, _)| *at);
+        match (settled, self.fresh_first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Cancels, at its caller's word, the running call with request id
@@ -129,9 +159,11 @@ impl<'a> LiveCalls<'a> {
     /// docs), newest entries first: a call that just came in is the usual
     /// one asked for (one the worker pool refused).
     fn running(&self, id: u64) -> Option<&Live<'a>> {
-        self.open
+        self.fresh
             .iter()
             .rev()
+            .map(|Due(_, l)| l)
+            .chain(self.open.iter().rev())
             .chain(self.due.iter().rev().map(|Due(_, l)| l))
             .find(|l| l.reply_to.id == id && l.cancel.is_running())
     }
@@ -140,6 +172,7 @@ impl<'a> LiveCalls<'a> {
     /// them; those it cancelled (not answered in the meantime) go to
     /// `expired`, for the caller to answer `DeadlineExceeded`.
     pub fn expire(&mut self, now: Instant, expired: &mut Vec<Live<'a>>) {
+        self.settle();
         while self.due.peek().is_some_and(|Due(at, _)| *at <= now) {
             if let Some(Due(_, live)) = self.due.pop() {
                 if live.cancel.give_up() {
@@ -152,7 +185,8 @@ impl<'a> LiveCalls<'a> {
     /// Cancels every call still running (the connection is closing) and
     /// forgets them all.
     pub fn cancel_all(&mut self) {
-        for Due(_, live) in self.due.drain() {
+        self.fresh_first = None;
+        for Due(_, live) in self.due.drain().chain(self.fresh.drain(..)) {
             live.cancel.give_up();
         }
         for live in self.open.drain(..) {
@@ -167,6 +201,7 @@ impl<'a> LiveCalls<'a> {
         if self.due.is_empty() {
             self.due = BinaryHeap::new();
         }
+        self.fresh = Vec::new();
         if self.open.is_empty() {
             self.open = Vec::new();
         }
@@ -176,14 +211,25 @@ impl<'a> LiveCalls<'a> {
     /// when the table has doubled again.
     fn prune(&mut self) {
         self.due.retain(|Due(_, l)| l.cancel.is_running());
+        self.settle();
         self.open.retain(|l| l.cancel.is_running());
-        self.prune_at = PRUNE_FLOOR.max(2 * (self.due.len() + self.open.len()));
+        self.prune_at = PRUNE_FLOOR.max(2 * self.len());
+    }
+
+    /// Moves the fresh entries of calls still running into the heap and
+    /// drops the rest.
+    fn settle(&mut self) {
+        self.fresh_first = None;
+        let running = self
+            .fresh
+            .drain(..)
+            .filter(|Due(_, l)| l.cancel.is_running());
+        self.due.extend(running);
     }
 
     /// Entries in the table, stale ones included.
-    #[cfg(test)]
     fn len(&self) -> usize {
-        self.due.len() + self.open.len()
+        self.due.len() + self.fresh.len() + self.open.len()
     }
 }
 
@@ -323,6 +369,46 @@ mod tests {
         let mut expired = Vec::new();
         table.expire(at, &mut expired);
         assert_eq!(expired.len(), running.len());
+    }
+
+    #[test]
+    fn a_fresh_call_s_deadline_is_watched_before_it_is_settled() {
+        let route = route();
+        let mut table = LiveCalls::default();
+        let now = Instant::now();
+        let late = now + Duration::from_secs(60);
+        let soon = now + Duration::from_millis(5);
+        // Settled into the heap by a prune: the call still runs.
+        table.insert(live(&route, 1, Some(late)));
+        table.prune();
+        assert_eq!((table.due.len(), table.fresh.len()), (1, 0));
+        assert_eq!(table.next_deadline(), Some(late));
+        // A fresh call with an earlier deadline, and one answered at once.
+        table.insert(live(&route, 2, Some(soon)));
+        let answered = live(&route, 3, Some(now));
+        answered.cancel.finish();
+        table.insert(answered);
+        assert_eq!(
+            table.next_deadline(),
+            Some(now),
+            "the earliest fresh deadline, answered or not"
+        );
+        assert_eq!(table.cancel(2).map(|l| l.reply_to.id), Some(2));
+        // Call 2 was cancelled by its caller, call 3 answered: the deadline
+        // timer finds nothing to answer, and settles both away.
+        let mut expired = Vec::new();
+        table.expire(soon, &mut expired);
+        assert!(expired.is_empty());
+        assert_eq!(table.fresh.len(), 0);
+        assert_eq!(table.next_deadline(), Some(late));
+        // A running fresh call expires once its deadline has passed.
+        table.insert(live(&route, 4, Some(soon)));
+        table.expire(soon, &mut expired);
+        assert_eq!(
+            expired.iter().map(|l| l.reply_to.id).collect::<Vec<_>>(),
+            [4]
+        );
+        assert_eq!(table.len(), 1, "only call 1 is left");
     }
 
     #[test]

@@ -175,7 +175,6 @@ impl TakeRequest for WorkerReads {
         ctx.stats.requests.add(frames.len() as u64);
         let mut starts = Starts {
             jobs: Vec::with_capacity(frames.len()),
-            if_refused: Vec::with_capacity(frames.len()),
             refused: Vec::new(),
         };
         let mut started = self.started.lock();
@@ -200,20 +199,12 @@ impl TakeRequest for WorkerReads {
                         deadline,
                     });
                     self.quiet.call_started();
-                    let end = req.cx.cancellation().clone();
-                    let (service, method) = (route.service, route.method);
                     starts.jobs.push(PoolJob {
                         ctx: ctx.clone(),
                         route: route.clone(),
                         req,
                         received,
                         reply: Reply::Frame(answers.reserve(reply_to, None)),
-                    });
-                    starts.if_refused.push(IfRefused {
-                        end,
-                        reply_to,
-                        service,
-                        method,
                     });
                 }
                 Err((reply_to, e)) => {
@@ -234,18 +225,16 @@ impl TakeRequest for WorkerReads {
 /// otherwise — and one by one too when the pool refuses the run, so each
 /// call is refused or accepted as it would be alone.
 fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Starts) {
-    let Starts {
-        mut jobs,
-        if_refused,
-        refused,
-    } = starts;
+    let Starts { mut jobs, refused } = starts;
     for (slot, e) in refused {
         slot.answer(Err(e));
     }
     let Some(pool) = ctx.dispatcher.pool() else {
         // Only pool dispatch lends; a call is answered even so.
-        for (job, if_refused) in jobs.into_iter().zip(if_refused) {
-            if_refused.answer(answers, RpcError::ShuttingDown);
+        for job in jobs {
+            if let Some(if_refused) = IfRefused::of(&job) {
+                if_refused.answer(answers, RpcError::ShuttingDown);
+            }
             drop(job);
         }
         return;
@@ -256,8 +245,12 @@ fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Starts) {
             Err(back) => jobs = back,
         }
     }
-    for (job, if_refused) in jobs.into_iter().zip(if_refused) {
+    for job in jobs {
+        let if_refused = IfRefused::of(&job);
         if let Err(rejected) = job.submit(pool, ctx, true) {
+            let Some(if_refused) = if_refused else {
+                continue;
+            };
             let error = match ctx.router.route_ref(if_refused.service, if_refused.method) {
                 Ok(route) => rejected.error(route),
                 // Routed a moment ago by the same router.
@@ -270,15 +263,14 @@ fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Starts) {
 
 /// What a worker read, started once the answers' lock is let go. The calls
 /// go to the pool as they are, moved once into the run's queue (a job is
-/// hundreds of bytes: every move of it a `memcpy`); what answers each if
-/// the pool refuses it lies beside it, index for index.
+/// hundreds of bytes: every move of it a `memcpy`); what answers one if the
+/// pool refuses it is read off the job only when it goes alone (a run the
+/// pool refuses comes back whole).
 struct Starts {
     /// The calls to submit to the pool (the worker that read them is awake
     /// and takes them, or their run, unless every other thread is busy:
     /// then the run gets a thread of its own, as any submit would).
     jobs: Vec<PoolJob>,
-    /// What answers `jobs[i]` if the pool refuses it.
-    if_refused: Vec<IfRefused>,
     /// The requests that do not run: each one's error is its answer.
     refused: Vec<(AnswerSlot, RpcError)>,
 }
@@ -293,6 +285,17 @@ struct IfRefused {
 }
 
 impl IfRefused {
+    /// Read off `job` before it is submitted (a refused job is dropped);
+    /// `None` for a job answered otherwise than into a connection.
+    fn of(job: &PoolJob) -> Option<Self> {
+        Some(IfRefused {
+            end: job.req.cx.cancellation().clone(),
+            reply_to: job.reply.reply_to()?,
+            service: job.route.service,
+            method: job.route.method,
+        })
+    }
+
     /// Answers the refused call with `error`, once — its end is claimed
     /// first, so the task's live-call table, which has it, does not answer
     /// its deadline as well (its slot went with the job).

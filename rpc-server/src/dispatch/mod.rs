@@ -42,7 +42,7 @@ use tokio::sync::oneshot;
 use crate::ctx::ServerCtx;
 use crate::panic::panic_message;
 use crate::pool::WorkerPool;
-use crate::reply::AnswerSlot;
+use crate::reply::{AnswerSlot, ReplyTo};
 use crate::router::{Route, RouteEntry};
 
 mod batch;
@@ -216,6 +216,15 @@ pub(crate) enum Reply {
 }
 
 impl Reply {
+    /// Whom the answer goes to, for a connection's call.
+    pub(crate) fn reply_to(&self) -> Option<ReplyTo> {
+        match self {
+            Reply::Frame(slot) => Some(slot.reply_to()),
+            #[cfg(feature = "http")]
+            Reply::Channel(_) => None,
+        }
+    }
+
     /// Delivers from a worker thread if the answer ends the call: a deadline
     /// answered (or a cancel) in the meantime came first otherwise, and
     /// nobody waits for it.

@@ -19,6 +19,11 @@ pub(crate) struct AnswerSlot {
 }
 
 impl AnswerSlot {
+    /// Whom the answer goes to.
+    pub fn reply_to(&self) -> ReplyTo {
+        self.reply_to
+    }
+
     /// Queues the call's answer for the connection task to write.
     pub fn answer(mut self, result: Result<RpcResponse, RpcError>) {
         // Built before the slot gives up its duty: a panic here still counts
