@@ -72,7 +72,7 @@
 //! context switch, drop by a quarter. A server with one open connection
 //! (1:100, 1:1) does not yield: nothing would join its batch. However the
 //! wait ends — the task dropped while it yields included — the pool is
-//! woken (`WakeIdle`).
+//! woken (`WakeIdle`). `PoolLane::hand_over` (`pool_side`) does both.
 //!
 //! # Deadlines and cancellation
 //!
@@ -158,11 +158,11 @@ use close::{CloseReason, Closing, FORCED_CLOSE};
 use idle::{Check, IdleWatch};
 use live::{Live, LiveCalls};
 use on_frame::{answer_expired, answer_too_large, Conn};
-use pool_side::{LazyPoolSide, PoolLane};
+use pool_side::{LazyPoolSide, PoolLane, PoolSide};
 use stop_watch::{Stop, StopWatch};
 #[cfg(feature = "tls")]
 pub(crate) use tls::serve_tls_connection;
-use worker_reads::{drain_started, RunLoans, LENT_READ_TICK};
+use worker_reads::{RunLoans, LENT_READ_TICK};
 
 /// Serves a plain connection, TCP or Unix (split with `into_split`, the
 /// fast path); `ticket` is its place in the admission table, held until the
@@ -227,9 +227,9 @@ async fn serve_halves<R, W>(
     // answers, and the calls workers started from requests they read
     // themselves (a lone caller's, on the read side lent to them; see
     // `worker_reads`).
+    let mut pool_side_now: Option<&PoolSide<'_>> = None;
     let mut pool_lane: Option<&PoolLane<'_>> = None;
     let mut pooled: Option<&PoolAnswers> = None;
-    let mut worker_started = None;
 
     let in_flight = Arc::new(InFlight::default());
     // Streaming calls, run by this task; their frames come back through
@@ -441,56 +441,26 @@ async fn serve_halves<R, W>(
         if pool_lane.is_none() {
             // The batch's first request made the connection's pool side.
             if let Some(side) = pool_side.as_ref().and_then(LazyPoolSide::get) {
+                pool_side_now = Some(side);
                 pool_lane = Some(&side.lane);
                 pooled = Some(&*side.lane.answers);
-                worker_started = Some(&side.started);
             }
         }
-        // Calls of this batch that went to the pool (see `lend_read` below),
-        // handed over together; one the pool refuses is claimed in `live`
-        // (where it went when it was read) and answered `ServerBusy`.
-        let pooled_now = match pool_lane {
-            Some(lane) if batch.get_mut().len() > 0 => batch.get_mut().submit(
-                lane.pool,
-                &ctx,
-                |id| live.claim(id).map(|call| (call.reply_to, call.route)),
-                |reply_to, error| outbox.push(reply_to.error(&error)),
-            ),
-            _ => 0,
-        };
-        // The batch's pooled calls went in quietly: one wake-up for
-        // all of them, and none if a worker is awake to take them.
+        // Calls of this batch that went to the pool (see `lend_read` below).
+        let mut pooled_now = 0;
         if let (true, Some(lane)) = (called, pool_lane) {
-            // Wakes the pool when dropped: after the yield below, or if the
-            // task is dropped while it yields (a runtime torn down), so the
-            // batch's calls are never left queued with every worker parked.
-            let wake = WakeIdle(lane.pool);
-            if pooled_now > 1
-                && ctx.stats.open_connections.load(Ordering::Relaxed) > 1
-                && lane.pool.needs_wake()
-            {
-                // Every worker parked: the batches of the runtime thread's
-                // other ready connections go in first, and one wake-up
-                // takes them all (see "Waking the pool" in the module docs).
-                ctx.stats.deferred_wakes.fetch_add(1, Ordering::Relaxed);
-                tokio::task::yield_now().await;
-            }
-            drop(wake);
+            pooled_now = lane
+                .hand_over(&ctx, batch.get_mut(), &mut live, &mut outbox)
+                .await;
             busy_poll.start_over();
         }
-        if let Some(pooled) = pooled {
-            outbox.take_pooled(pooled);
-            // The read side is back too: first the calls workers started
-            // (a `Cancel` read next finds its call), then what they read
-            // and left for this task, which comes before the socket.
-            if std::mem::take(&mut read_lent) {
-                run_loans.back(pooled.worker_bytes(), pooled.read_loans());
-                if let Some(started) = worker_started {
-                    drain_started(&ctx, started, &mut live);
-                }
-                if let Some(handed) = pooled.take_handed() {
-                    reader.unread(&handed.bytes, handed.counted, handed.error);
-                }
+        if let Some(side) = pool_side_now {
+            // The socket back, and the read side with what came of it.
+            let read_lent = std::mem::take(&mut read_lent);
+            side.take_back(&ctx, &mut outbox, &mut reader, &mut live, read_lent);
+            if read_lent {
+                let answers = &side.lane.answers;
+                run_loans.back(answers.worker_bytes(), answers.read_loans());
             }
         }
         if !streams.is_idle() {
@@ -666,20 +636,13 @@ async fn serve_halves<R, W>(
     // first request made it.
     let pool_side_made = pool_side.as_ref().and_then(LazyPoolSide::get);
     let pooled = pool_side_made.map(|side| &*side.lane.answers);
-    let worker_started = pool_side_made.map(|side| &side.started);
     // The socket back from the workers, and what they left first in line;
     // the calls they started join the table (cancelled with it below).
-    if let Some(pooled) = pooled {
-        outbox.take_pooled(pooled);
-        if let Some(started) = worker_started {
-            drain_started(&ctx, started, &mut live);
-        }
-        // Bytes a loan ended with (a loop that stopped while it lent, at an
-        // idle timeout or a forced stop): the reader, drained while it lent,
-        // takes them back, so a lingering close goes on from them.
-        if let Some(handed) = pooled.take_handed() {
-            reader.unread(&handed.bytes, handed.counted, handed.error);
-        }
+    // Bytes a loan ended with (a loop that stopped while it lent, at an
+    // idle timeout or a forced stop) go back into the reader, drained
+    // while it lent, so a lingering close goes on from them.
+    if let Some(side) = pool_side_made {
+        side.take_back(&ctx, &mut outbox, &mut reader, &mut live, true);
     }
     // A batch the loop left on bad input never reached the pool: its calls
     // did not run, and are counted done now (their callers see the close).
@@ -714,17 +677,6 @@ async fn serve_halves<R, W>(
         goodbye,
     };
     Box::pin(closing.finish(&mut close)).await;
-}
-
-/// Wakes the pool for the tasks submitted quietly
-/// ([`WorkerPool::wake_idle`](crate::pool::WorkerPool::wake_idle)) when
-/// dropped, however the batch's wait for its wake-up ends.
-struct WakeIdle<'a>(&'a crate::pool::WorkerPool);
-
-impl Drop for WakeIdle<'_> {
-    fn drop(&mut self) {
-        self.0.wake_idle();
-    }
 }
 
 /// Sets the connection's one timer for `at`, unless it is armed for

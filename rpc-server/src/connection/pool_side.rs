@@ -24,6 +24,12 @@
 //! the socket's halves: the connection declares it after its reader and
 //! outbox.
 //!
+//! # Handing over, taking back
+//!
+//! [`PoolLane::hand_over`] gives the pool a batch's calls, and wakes it
+//! once for them; [`PoolSide::take_back`] takes the lent socket back, with
+//! the answers the workers delivered and what came of a read side lent.
+//!
 //! # Lending the read side
 //!
 //! Whether a waiting connection lends its read side as well is
@@ -33,16 +39,22 @@
 //! `reply::pool_answers`).
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use rpc_transport::RawSocket;
 
-use super::worker_reads::{RunLoans, Started, WorkerReads};
+use rpc_transport::FrameReader;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::live::LiveCalls;
+use super::worker_reads::{drain_started, RunLoans, Started, WorkerReads};
 use crate::admission::Ticket;
 use crate::ctx::ServerCtx;
+use crate::dispatch::PoolBatch;
 use crate::pool::WorkerPool;
-use crate::reply::{high_water_mark, Lender, PoolAnswers};
+use crate::reply::{high_water_mark, Lender, Outbox, PoolAnswers};
 
 /// A connection's way to the worker pool: the pool, and where its threads
 /// put this connection's answers.
@@ -51,7 +63,48 @@ pub(super) struct PoolLane<'a> {
     pub(super) answers: Arc<PoolAnswers>,
 }
 
-impl PoolLane<'_> {
+impl<'a> PoolLane<'a> {
+    /// Hands the pooled calls of a batch that read requests to the pool,
+    /// together and quietly, then wakes the pool once for all of them — not
+    /// at all if a worker is awake to take them — and returns how many it
+    /// took. One the pool refuses is claimed in `live` (where it went when
+    /// it was read) and answered `ServerBusy` into `outbox`.
+    ///
+    /// With other connections open, a batch of several calls that would
+    /// wake a parked worker first yields the runtime thread once, so that
+    /// the thread's other ready connections hand over theirs and one
+    /// wake-up takes them all ("Waking the pool" in the connection's docs).
+    pub(super) async fn hand_over<W: AsyncWrite + Unpin>(
+        &self,
+        ctx: &ServerCtx,
+        batch: &mut PoolBatch,
+        live: &mut LiveCalls<'a>,
+        outbox: &mut Outbox<W>,
+    ) -> usize {
+        let handed = match batch.len() {
+            0 => 0,
+            _ => batch.submit(
+                self.pool,
+                ctx,
+                |id| live.claim(id).map(|call| (call.reply_to, call.route)),
+                |reply_to, error| outbox.push(reply_to.error(&error)),
+            ),
+        };
+        // Wakes the pool when dropped: after the yield below, or if the
+        // task is dropped while it yields (a runtime torn down), so the
+        // batch's calls are never left queued with every worker parked.
+        let wake = WakeIdle(self.pool);
+        if handed > 1
+            && ctx.stats.open_connections.load(Ordering::Relaxed) > 1
+            && self.pool.needs_wake()
+        {
+            ctx.stats.deferred_wakes.fetch_add(1, Ordering::Relaxed);
+            tokio::task::yield_now().await;
+        }
+        drop(wake);
+        handed
+    }
+
     /// Whether the connection task, about to wait with its socket lent,
     /// lends its read side too (see `worker_reads`), given the calls this
     /// turn submitted (`submitted`) and those on the pool before it
@@ -85,6 +138,17 @@ impl PoolLane<'_> {
     }
 }
 
+/// Wakes the pool for the tasks submitted quietly
+/// ([`WorkerPool::wake_idle`]) when dropped, however the batch's wait for
+/// its wake-up ends.
+struct WakeIdle<'a>(&'a WorkerPool);
+
+impl Drop for WakeIdle<'_> {
+    fn drop(&mut self) {
+        self.0.wake_idle();
+    }
+}
+
 /// A connection's side of the worker pool (see the module docs).
 pub(super) struct PoolSide<'a> {
     /// The pool, and where its workers put this connection's answers.
@@ -92,6 +156,35 @@ pub(super) struct PoolSide<'a> {
     /// Calls workers started from requests they read themselves, for the
     /// task's live-call table (`worker_reads::drain_started`).
     pub(super) started: Arc<Mutex<Vec<Started>>>,
+}
+
+impl<'a> PoolSide<'a> {
+    /// Takes the socket back from the workers: the answers they delivered
+    /// go into `outbox` (a frame a worker wrote in part first); after a
+    /// loan of the read side (`read_lent`), the calls they started join
+    /// `live` first — a `Cancel` read next finds its call — then what they
+    /// read and left for the task goes back into `reader`, before the
+    /// socket.
+    pub(super) fn take_back<R, W>(
+        &self,
+        ctx: &'a ServerCtx,
+        outbox: &mut Outbox<W>,
+        reader: &mut FrameReader<R>,
+        live: &mut LiveCalls<'a>,
+        read_lent: bool,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let answers = &*self.lane.answers;
+        outbox.take_pooled(answers);
+        if read_lent {
+            drain_started(ctx, &self.started, live);
+            if let Some(handed) = answers.take_handed() {
+                reader.unread(&handed.bytes, handed.counted, handed.error);
+            }
+        }
+    }
 }
 
 /// A connection's [`PoolSide`], made for its first request
