@@ -7,9 +7,12 @@
 //! - Answers already encoded still go out (good frames before a bad one, the
 //!   last answers of a graceful stop), unless the server is forced down,
 //!   and for at most 5 s.
-//! - The workers' use of the socket ends here: the connection's pooled
-//!   answers are taken and closed before anything is written, so no worker
-//!   writes behind the goodbye or after the socket's halves drop.
+//! - No worker writes behind the goodbye: the socket came back from the
+//!   workers when the loop left (`PoolSide::take_back`) and is not lent
+//!   again; the pooled answers are taken once more here and closed, so an
+//!   answer of a call still running is dropped, not written. (That no
+//!   worker touches the socket after its halves drop, however the task
+//!   ends, is `pool_side`'s drop order, not this.)
 //! - The goodbye — a connection-level "not run" — is the last frame, after
 //!   every answer: nothing the client still has pending then is a call
 //!   the server ran (the caller decides whether there is one: never after

@@ -30,12 +30,12 @@
 //!
 //! A call with a deadline goes first into a plain list of *fresh* entries
 //! (a push, and one comparison for the earliest of their deadlines), not
-//! into the heap: every pooled call comes here, and almost all of them are
-//! answered long before their deadline, most before the table is next
-//! pruned. The prune, or the deadline timer, settles the fresh entries:
-//! the ended ones are dropped and only the calls still running go into the
-//! heap (callgrind at 10:100:1024: the heap's pushes and sifts were ~80
-//! instructions a pooled call).
+//! into the heap: every pooled call with a deadline comes here, and almost
+//! all of them are answered long before it, most before the table is next
+//! pruned. The prune, or any firing of the connection's one timer
+//! (`expire`), settles the fresh entries: the ended ones are dropped and
+//! only the calls still running go into the heap, so a pooled call pays a
+//! push, not a sift (BENCHMARKS.md, "Live calls settled lazily").
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -91,7 +91,8 @@ pub(crate) struct LiveCalls<'a> {
     /// Calls with a deadline added since the table was last settled, in
     /// the order they came.
     fresh: Vec<Due<'a>>,
-    /// The earliest deadline in `fresh`.
+    /// The earliest deadline in `fresh`; `None` exactly when `fresh` is
+    /// empty.
     fresh_first: Option<Instant>,
     /// Calls without a deadline (a peer that sends none): only a `Cancel`
     /// frame ends them early.
@@ -434,5 +435,6 @@ mod tests {
         table.release();
         assert_eq!(table.len(), 0);
         assert_eq!(table.due.capacity(), 0);
+        assert_eq!(table.fresh.capacity(), 0);
     }
 }

@@ -72,7 +72,8 @@
 //! context switch, drop by a quarter. A server with one open connection
 //! (1:100, 1:1) does not yield: nothing would join its batch. However the
 //! wait ends — the task dropped while it yields included — the pool is
-//! woken (`WakeIdle`). `PoolLane::hand_over` (`pool_side`) does both.
+//! woken (`WakeIdle`). `PoolLane::hand_over` (`pool_side`) hands the batch
+//! over, yields when it should and wakes the pool.
 //!
 //! # Deadlines and cancellation
 //!
@@ -227,7 +228,7 @@ async fn serve_halves<R, W>(
     // answers, and the calls workers started from requests they read
     // themselves (a lone caller's, on the read side lent to them; see
     // `worker_reads`).
-    let mut pool_side_now: Option<&PoolSide<'_>> = None;
+    let mut pool_side_made: Option<&PoolSide<'_>> = None;
     let mut pool_lane: Option<&PoolLane<'_>> = None;
     let mut pooled: Option<&PoolAnswers> = None;
 
@@ -441,24 +442,30 @@ async fn serve_halves<R, W>(
         if pool_lane.is_none() {
             // The batch's first request made the connection's pool side.
             if let Some(side) = pool_side.as_ref().and_then(LazyPoolSide::get) {
-                pool_side_now = Some(side);
+                pool_side_made = Some(side);
                 pool_lane = Some(&side.lane);
                 pooled = Some(&*side.lane.answers);
             }
         }
+        // Only requests make pooled calls, so a batch with calls to hand
+        // over is one that `called`.
+        debug_assert!(called || batch.get_mut().len() == 0);
         // Calls of this batch that went to the pool (see `lend_read` below).
-        let mut pooled_now = 0;
-        if let (true, Some(lane)) = (called, pool_lane) {
-            pooled_now = lane
-                .hand_over(&ctx, batch.get_mut(), &mut live, &mut outbox)
-                .await;
-            busy_poll.start_over();
-        }
-        if let Some(side) = pool_side_now {
+        let pooled_now = match (called, pool_lane) {
+            (true, Some(lane)) => {
+                let handed = lane
+                    .hand_over(&ctx, batch.get_mut(), &mut live, &mut outbox)
+                    .await;
+                busy_poll.start_over();
+                handed
+            }
+            _ => 0,
+        };
+        if let Some(side) = pool_side_made {
             // The socket back, and the read side with what came of it.
-            let read_lent = std::mem::take(&mut read_lent);
-            side.take_back(&ctx, &mut outbox, &mut reader, &mut live, read_lent);
-            if read_lent {
+            let was_lent = std::mem::take(&mut read_lent);
+            side.take_back(&ctx, &mut outbox, &mut reader, &mut live, was_lent);
+            if was_lent {
                 let answers = &side.lane.answers;
                 run_loans.back(answers.worker_bytes(), answers.read_loans());
             }
@@ -634,7 +641,7 @@ async fn serve_halves<R, W>(
     }
     // The pool side as it ended: the loop may have left in the batch whose
     // first request made it.
-    let pool_side_made = pool_side.as_ref().and_then(LazyPoolSide::get);
+    pool_side_made = pool_side.as_ref().and_then(LazyPoolSide::get);
     let pooled = pool_side_made.map(|side| &*side.lane.answers);
     // The socket back from the workers, and what they left first in line;
     // the calls they started join the table (cancelled with it below).
@@ -741,8 +748,10 @@ mod tests {
     /// allocates the future in a cell aligned to 128 bytes, so every
     /// 128-byte step of the future is a step of every idle connection's
     /// memory (`examples/idle_connections.rs`). Printed, for a change to
-    /// compare; bounded a little above its size now (2,376 bytes, debug and
-    /// release alike), so a step up is a choice, not an accident.
+    /// compare (BENCHMARKS.md keeps the figures); bounded a little above its
+    /// size, so a step up is a choice, not an accident. A new compiler can
+    /// move the layout too: then measure `idle_connections` and set the
+    /// bound again.
     #[tokio::test]
     async fn the_connection_future_stays_small() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

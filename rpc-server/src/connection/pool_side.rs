@@ -43,9 +43,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use rpc_transport::RawSocket;
-
-use rpc_transport::FrameReader;
+use rpc_transport::{FrameReader, RawSocket};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::live::LiveCalls;
@@ -63,7 +61,7 @@ pub(super) struct PoolLane<'a> {
     pub(super) answers: Arc<PoolAnswers>,
 }
 
-impl<'a> PoolLane<'a> {
+impl PoolLane<'_> {
     /// Hands the pooled calls of a batch that read requests to the pool,
     /// together and quietly, then wakes the pool once for all of them — not
     /// at all if a worker is awake to take them — and returns how many it
@@ -74,11 +72,11 @@ impl<'a> PoolLane<'a> {
     /// wake a parked worker first yields the runtime thread once, so that
     /// the thread's other ready connections hand over theirs and one
     /// wake-up takes them all ("Waking the pool" in the connection's docs).
-    pub(super) async fn hand_over<W: AsyncWrite + Unpin>(
+    pub(super) async fn hand_over<'r, W: AsyncWrite + Unpin>(
         &self,
         ctx: &ServerCtx,
         batch: &mut PoolBatch,
-        live: &mut LiveCalls<'a>,
+        live: &mut LiveCalls<'r>,
         outbox: &mut Outbox<W>,
     ) -> usize {
         let handed = match batch.len() {
@@ -164,7 +162,8 @@ impl<'a> PoolSide<'a> {
     /// loan of the read side (`read_lent`), the calls they started join
     /// `live` first — a `Cancel` read next finds its call — then what they
     /// read and left for the task goes back into `reader`, before the
-    /// socket.
+    /// socket. (Whether the loan read anything, for the next loans, is the
+    /// caller's: `RunLoans::back`.)
     pub(super) fn take_back<R, W>(
         &self,
         ctx: &'a ServerCtx,

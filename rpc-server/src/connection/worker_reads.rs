@@ -249,6 +249,8 @@ fn start_all(ctx: &ServerCtx, answers: &Arc<PoolAnswers>, starts: Starts) {
         let if_refused = IfRefused::of(&job);
         if let Err(rejected) = job.submit(pool, ctx, true) {
             let Some(if_refused) = if_refused else {
+                // Not a connection's call: none is made here.
+                debug_assert!(false, "a worker read a call with no connection to answer");
                 continue;
             };
             let error = match ctx.router.route_ref(if_refused.service, if_refused.method) {
